@@ -1,0 +1,198 @@
+// The extern "C" layer: checks arguments, converts, hands over to C++ at once, and turns
+// every exception into a status plus arb_last_error(). Nothing else lives here.
+#include <arbiter/arbiter.h>
+
+#include "api/call_builder.hpp"
+#include "api/last_error.hpp"
+#include "common/failure.hpp"
+#include "common/log.hpp"
+#include "context.hpp"
+#include "dispatch/problem_text.hpp"
+#include "plugin/plugin_record.hpp"
+#include "version.hpp"
+
+#include <cstring>
+#include <new>
+#include <string>
+
+struct arb_context_s {
+  explicit arb_context_s(arbiter::Config config) : impl(std::move(config)) {}
+  arbiter::Context impl;
+};
+
+namespace {
+
+using arbiter::fail;
+
+template <typename Body>
+arb_status guarded(Body&& body) noexcept {
+  try {
+    body();
+    arbiter::clear_last_error();
+    return ARB_OK;
+  } catch (const arbiter::Failure& e) {
+    return arbiter::set_last_error(e.status(), e.what());
+  } catch (const std::bad_alloc&) {
+    return arbiter::set_last_error(ARB_ERR_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return arbiter::set_last_error(ARB_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return arbiter::set_last_error(ARB_ERR_INTERNAL, "unknown exception");
+  }
+}
+
+arbiter::Context& context_of(arb_context context) {
+  if (context == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "context is NULL");
+  return context->impl;
+}
+
+// Runs one op through dispatch: the hot path of every call.
+arb_status run_op(arb_context context, arb_op op, const void* args, void* stream) {
+  return guarded([&] {
+    arbiter::Context& ctx = context_of(context);
+    arbiter::Call call;
+    arbiter::build_call(op, args, call);
+    ctx.run(call.problem, call.operands, stream);
+  });
+}
+
+// Copies a report into the caller's buffer, NUL-terminated, or says how big it must be.
+void write_report(const std::string& text, char* buffer, size_t capacity, size_t* length) {
+  if (length != nullptr) *length = text.size() + 1;
+  if (buffer == nullptr || capacity < text.size() + 1)
+    fail(ARB_ERR_BUFFER_TOO_SMALL, "the report needs " + std::to_string(text.size() + 1) + " bytes");
+  std::memcpy(buffer, text.c_str(), text.size() + 1);
+}
+
+const arbiter::PluginRecord& plugin_at(arb_context context, size_t index) {
+  const auto& plugins = context_of(context).registry().plugins();
+  if (index >= plugins.size())
+    fail(ARB_ERR_INVALID_ARGUMENT,
+         "plugin index " + std::to_string(index) + " out of range (" + std::to_string(plugins.size()) + " plugins)");
+  return *plugins[index];
+}
+
+template <typename Info>
+void check_info(Info* info, const char* name, size_t minimum) {
+  if (info == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, std::string(name) + " is NULL");
+  if (info->struct_size < minimum)
+    fail(ARB_ERR_INVALID_ARGUMENT, std::string(name) + "->struct_size is below the minimum (set it to sizeof)");
+}
+
+}  // namespace
+
+extern "C" {
+
+ARB_API uint32_t arb_abi_version(void) { return ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR); }
+
+ARB_API const char* arb_library_version(void) { return ARBITER_VERSION_STRING; }
+
+ARB_API const char* arb_status_string(arb_status status) { return arbiter::status_string(status); }
+
+ARB_API const char* arb_last_error(void) { return arbiter::last_error(); }
+
+ARB_API arb_status arb_context_create(const arb_context_options* options, arb_context* context) {
+  return guarded([&] {
+    if (context == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_context_create: context (the output) is NULL");
+    *context = nullptr;
+    arbiter::Config config;
+    if (options == nullptr) {
+      config = arbiter::default_config();
+    } else {
+      if (options->struct_size < offsetof(arb_context_options, config_toml) + sizeof(const char*))
+        fail(ARB_ERR_INVALID_ARGUMENT, "arb_context_create: options->struct_size is below the minimum");
+      if (options->config_path != nullptr && options->config_toml != nullptr)
+        fail(ARB_ERR_INVALID_ARGUMENT, "arb_context_create: set config_path or config_toml, not both");
+      if (options->config_path != nullptr)
+        config = arbiter::load_config_file(options->config_path);
+      else if (options->config_toml != nullptr)
+        config = arbiter::parse_config(options->config_toml, "<config_toml>", "");
+      else
+        config = arbiter::default_config();
+    }
+    arbiter::set_log_level(config.log_level);
+    *context = new arb_context_s(std::move(config));
+  });
+}
+
+ARB_API arb_status arb_context_destroy(arb_context context) {
+  return guarded([&] { delete context; });
+}
+
+ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream) {
+  return run_op(context, ARB_OP_GEMM, args, stream);
+}
+
+ARB_API arb_status arb_rmsnorm(arb_context context, const arb_rmsnorm_args* args, void* stream) {
+  return run_op(context, ARB_OP_RMSNORM, args, stream);
+}
+
+ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args, void* stream) {
+  return run_op(context, ARB_OP_SOFTMAX, args, stream);
+}
+
+ARB_API arb_status arb_explain(arb_context context, arb_op op, const void* args, char* buffer, size_t capacity,
+                               size_t* length) {
+  return guarded([&] {
+    arbiter::Context& ctx = context_of(context);
+    arbiter::Call call;
+    arbiter::build_call(op, args, call);
+    write_report(ctx.dispatcher().explain(call.problem), buffer, capacity, length);
+  });
+}
+
+ARB_API arb_status arb_explain_problem(arb_context context, const char* problem, char* buffer, size_t capacity,
+                                       size_t* length) {
+  return guarded([&] {
+    arbiter::Context& ctx = context_of(context);
+    if (problem == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_explain_problem: problem is NULL");
+    write_report(ctx.dispatcher().explain(arbiter::parse_problem(problem).problem), buffer, capacity, length);
+  });
+}
+
+ARB_API arb_status arb_plugin_count(arb_context context, size_t* count) {
+  return guarded([&] {
+    if (count == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_plugin_count: count is NULL");
+    *count = context_of(context).registry().plugins().size();
+  });
+}
+
+ARB_API arb_status arb_plugin_get_info(arb_context context, size_t plugin_index, arb_plugin_info* info) {
+  return guarded([&] {
+    check_info(info, "info", offsetof(arb_plugin_info, kernel_count) + sizeof(size_t));
+    const arbiter::PluginRecord& plugin = plugin_at(context, plugin_index);
+    info->name = plugin.name.c_str();
+    info->version = plugin.version.c_str();
+    info->build_id = plugin.build_id.c_str();
+    info->path = plugin.path.c_str();
+    info->description = plugin.description.c_str();
+    info->status = arbiter::state_name(plugin.state);
+    info->reason = plugin.reason.c_str();
+    info->abi_major = plugin.abi_major;
+    info->abi_minor = plugin.abi_minor;
+    info->provenance = plugin.provenance;
+    info->priority = plugin.priority;
+    info->kernel_count = plugin.kernels.size();
+  });
+}
+
+ARB_API arb_status arb_kernel_get_info(arb_context context, size_t plugin_index, size_t kernel_index,
+                                       arb_kernel_info* info) {
+  return guarded([&] {
+    check_info(info, "info", offsetof(arb_kernel_info, reserved) + sizeof(int32_t));
+    const arbiter::PluginRecord& plugin = plugin_at(context, plugin_index);
+    if (kernel_index >= plugin.kernels.size())
+      fail(ARB_ERR_INVALID_ARGUMENT, "kernel index " + std::to_string(kernel_index) + " out of range for plugin '" +
+                                         plugin.name + "'");
+    const arbiter::KernelRecord& kernel = plugin.kernels[kernel_index];
+    info->name = kernel.name.c_str();
+    info->op = kernel.abi.op;
+    info->device_type = kernel.abi.device_type;
+    info->provenance = kernel.provenance;
+    info->priority = kernel.abi.priority;
+    info->flags = kernel.abi.flags;
+    info->reserved = 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,70 @@
+// The runtime configuration: what the TOML file says, as typed structs.
+// configs/default.toml documents every key; the same text is embedded in the library.
+#pragma once
+
+#include <arbiter/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace arbiter {
+
+// What dispatch does when neither an override nor the tuning table decides.
+enum class OnMiss {
+  heuristic,  // the highest-priority kernel whose supports() accepts
+  error       // a miss is an error (ARB_ERR_UNSUPPORTED)
+};
+
+struct IntRange {
+  int64_t lo = 0, hi = 0;  // inclusive
+  bool contains(int64_t v) const { return lo <= v && v <= hi; }
+};
+
+// [[dispatch.override]]: problems matching every given field go to `kernel`.
+struct OverrideRule {
+  arb_op op = ARB_OP_INVALID;
+  std::optional<arb_dtype> dtype;
+  std::optional<DLDeviceType> device;
+  std::optional<IntRange> m, n, k, rows, cols;
+  std::string kernel;  // "<plugin>.<kernel>"
+  std::string origin;  // "file:line", for explain
+};
+
+struct PluginsConfig {
+  std::vector<std::string> paths;   // folders or files, searched first
+  bool search_default_paths = true; // then ARBITER_PLUGIN_PATH, then the install's folder
+  std::vector<std::string> enable;  // if not empty: only these plugins
+  std::vector<std::string> disable;
+  std::map<std::string, int32_t> priority;  // overrides a plugin's own priority
+};
+
+struct DispatchConfig {
+  OnMiss on_miss = OnMiss::heuristic;
+  std::vector<OverrideRule> overrides;  // first match wins
+};
+
+struct TableConfig {
+  std::string path;  // the tuning table; "" for none
+};
+
+struct Config {
+  std::string source;  // where it came from, for messages
+  arb_log_level log_level = ARB_LOG_WARN;
+  PluginsConfig plugins;
+  DispatchConfig dispatch;
+  TableConfig table;
+};
+
+// Parses TOML text. `source` names it in messages; relative paths in it resolve against
+// `base_dir`. Throws Failure(ARB_ERR_CONFIG, "source:line:column: what") on syntax errors,
+// unknown keys, wrong types and bad values.
+Config parse_config(std::string_view toml, const std::string& source, const std::string& base_dir);
+Config load_config_file(const std::string& path);
+Config default_config();
+std::string_view default_config_text();  // configs/default.toml, embedded at build time
+
+}  // namespace arbiter

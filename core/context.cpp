@@ -1,0 +1,49 @@
+#include "context.hpp"
+
+#include "common/failure.hpp"
+#include "common/log.hpp"
+#include "dispatch/problem.hpp"
+
+#include <fmt/format.h>
+
+namespace arbiter {
+
+Context::Context(Config config)
+    : config_(std::move(config)), registry_(config_.plugins), dispatcher_(registry_, config_.dispatch) {
+  for (const OverrideRule& rule : config_.dispatch.overrides)
+    if (registry_.find(rule.kernel) == nullptr)
+      logger().warn("config {}: override names kernel '{}', which is not loaded", rule.origin, rule.kernel);
+}
+
+void Context::launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
+                     void* workspace, size_t workspace_bytes, void* stream) {
+  char message[512];
+  message[0] = '\0';
+  arb_status status;
+  try {
+    status = kernel.abi.launch(kernel.abi.ctx, &problem, &operands, workspace, workspace_bytes, stream, message,
+                               sizeof message);
+  } catch (...) {
+    fail(ARB_ERR_KERNEL, "kernel " + kernel.name + " threw a C++ exception across the C ABI");
+  }
+  if (status == ARB_OK) return;
+  message[sizeof message - 1] = '\0';
+  const bool known = status > ARB_OK && status <= ARB_ERR_INTERNAL;
+  fail(known ? status : ARB_ERR_KERNEL,
+       fmt::format("kernel {} failed (status {}): {}", kernel.name, static_cast<int>(status), message));
+}
+
+void Context::run_kernel(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
+                         void* stream) {
+  std::string why;
+  if (kernel.abi.op != problem.op || kernel.abi.device_type != problem.device_type)
+    fail(ARB_ERR_UNSUPPORTED, "kernel " + kernel.name + " does not run this op on this device");
+  if (!kernel_supports(kernel, problem, &why))
+    fail(ARB_ERR_UNSUPPORTED, "kernel " + kernel.name + " refuses " + problem_key(problem) + ": " + why);
+  size_t bytes = 0;
+  if (kernel.abi.workspace_size != nullptr && kernel.abi.workspace_size(kernel.abi.ctx, &problem, &bytes) != ARB_OK)
+    fail(ARB_ERR_KERNEL, "kernel " + kernel.name + " could not size its workspace");
+  launch(kernel, problem, operands, workspace_.host(bytes), bytes, stream);
+}
+
+}  // namespace arbiter

@@ -1,0 +1,57 @@
+// Host buffers for every operand of a problem, laid out as the problem says (row strides
+// included), with random inputs and NaN-poisoned outputs. Used to run a problem on made-up
+// data: `arbiter run`, the tests, and the verification gate.
+#pragma once
+
+#include "device/host_buffer.hpp"
+
+#include <arbiter/plugin.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+// How input values are drawn.
+enum class Distribution {
+  uniform,  // uniform in [-1, 1]
+  normal    // standard normal
+};
+
+class ProblemBuffers {
+ public:
+  // One operand: its buffer and its rows x cols view with row stride ld (elements).
+  struct Operand {
+    std::string name;
+    bool is_output = false;  // written by the kernel (d; y; x when a residual is fused)
+    bool is_input = false;   // read by the kernel
+    int64_t rows = 0, cols = 0, ld = 0;
+    HostBuffer buffer;
+  };
+
+  ProblemBuffers(const arb_problem& problem, float alpha, float beta, float eps);
+
+  // Fills inputs with random values of the dtype and poisons pure outputs with NaN.
+  void randomize(uint64_t seed, Distribution distribution = Distribution::uniform);
+
+  // Pointers to this object's buffers, for a launch.
+  arb_operands operands() const;
+
+  const arb_problem& problem() const { return problem_; }
+  const std::vector<Operand>& all() const { return operands_; }
+  const Operand* find(const std::string& name) const;
+
+  // Element (r, c) of an operand, widened to double.
+  double element(const Operand& operand, int64_t r, int64_t c) const;
+
+ private:
+  Operand& add(std::string name, bool input, bool output, int64_t rows, int64_t cols, int64_t ld);
+  void* pointer(const std::string& name) const;
+
+  arb_problem problem_;
+  float alpha_, beta_, eps_;
+  std::vector<Operand> operands_;
+};
+
+}  // namespace arbiter

@@ -1,0 +1,35 @@
+#include "device/workspace_pool.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+namespace arbiter {
+namespace {
+std::atomic<uint64_t> next_pool_id{1};
+}
+
+void WorkspacePool::FreeDeleter::operator()(void* p) const noexcept { std::free(p); }
+
+WorkspacePool::WorkspacePool() : id_(next_pool_id.fetch_add(1)) {}
+
+WorkspacePool::ThreadCache& WorkspacePool::thread_cache() {
+  thread_local ThreadCache cache;
+  return cache;
+}
+
+void* WorkspacePool::host_slow(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Buffer& buffer = buffers_[std::this_thread::get_id()];
+  if (buffer.size < bytes) {
+    const size_t size = (bytes + 63) / 64 * 64;
+    void* data = std::aligned_alloc(64, size);
+    if (data == nullptr) throw std::bad_alloc();
+    buffer.data.reset(data);  // the thread's previous buffer; CPU launches are synchronous
+    buffer.size = size;
+  }
+  thread_cache() = ThreadCache{id_, buffer.data.get(), buffer.size};
+  return buffer.data.get();
+}
+
+}  // namespace arbiter

@@ -1,0 +1,34 @@
+// The problem: the C struct arb_problem (plugin.h) and what the runtime does with it.
+// Two problems are the same exactly when their bytes are (the struct has no padding and is
+// always built zero-filled), so the selection cache can compare and hash raw bytes.
+#pragma once
+
+#include <arbiter/plugin.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+namespace arbiter {
+
+// Zero-filled, struct_size set, batch 1 for gemm.
+arb_problem empty_problem(arb_op op);
+
+inline bool same_problem(const arb_problem& a, const arb_problem& b) noexcept {
+  return __builtin_memcmp(&a, &b, sizeof(arb_problem)) == 0;
+}
+
+uint64_t problem_hash(const arb_problem& problem) noexcept;
+
+// The largest power of two, at most 256, that divides every value (addresses, byte strides).
+int32_t alignment_class(std::initializer_list<uint64_t> values) noexcept;
+
+// The canonical key: the problem written in the problem syntax with every field explicit,
+// e.g. "gemm f32 m=8 n=16 k=4 ta=0 tb=0 act=none bias=0 beta=0 lda=4 ldb=16 ldd=16 align=256 device=cpu".
+// parse_problem(problem_key(p)).problem == p.
+std::string problem_key(const arb_problem& problem);
+
+// Throws Failure(ARB_ERR_INVALID_ARGUMENT) if sizes, strides or enums are out of range.
+void validate_problem(const arb_problem& problem);
+
+}  // namespace arbiter

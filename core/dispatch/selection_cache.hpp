@@ -1,0 +1,84 @@
+// The hot-path map from problem to chosen kernel. Readers take no lock and allocate
+// nothing: an open-addressing table whose slots are written once, key first, then the
+// value published with a release store. Writers (on a miss) are serialised by the caller.
+// When the table fills, a bigger one replaces it; retired tables live until the cache dies,
+// so a reader still probing an old table stays safe.
+#pragma once
+
+#include "dispatch/problem.hpp"
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+namespace arbiter {
+
+template <typename Value>
+class SelectionCache {
+ public:
+  SelectionCache() { install(std::make_unique<Table>(kInitialCapacity)); }
+  SelectionCache(const SelectionCache&) = delete;
+  SelectionCache& operator=(const SelectionCache&) = delete;
+
+  const Value* find(const arb_problem& key, uint64_t hash) const noexcept {
+    const Table* table = current_.load(std::memory_order_acquire);
+    for (size_t i = hash & table->mask;; i = (i + 1) & table->mask) {
+      const Slot& slot = table->slots[i];
+      const Value* value = slot.value.load(std::memory_order_acquire);
+      if (value == nullptr) return nullptr;
+      if (slot.hash == hash && same_problem(slot.key, key)) return value;
+    }
+  }
+
+  // Caller holds the writers' lock and has checked that key is absent.
+  void insert(const arb_problem& key, uint64_t hash, const Value* value) {
+    Table* table = current_.load(std::memory_order_relaxed);
+    if ((table->used + 1) * 2 > table->mask + 1) {  // keep the load factor under 1/2
+      auto bigger = std::make_unique<Table>((table->mask + 1) * 2);
+      for (size_t i = 0; i <= table->mask; ++i) {
+        const Slot& slot = table->slots[i];
+        if (const Value* v = slot.value.load(std::memory_order_relaxed)) place(*bigger, slot.key, slot.hash, v);
+      }
+      table = install(std::move(bigger));
+    }
+    place(*table, key, hash, value);
+  }
+
+  size_t size() const { return current_.load(std::memory_order_acquire)->used; }
+
+ private:
+  static constexpr size_t kInitialCapacity = 64;
+
+  struct Slot {
+    std::atomic<const Value*> value{nullptr};
+    uint64_t hash = 0;
+    arb_problem key{};
+  };
+  struct Table {
+    explicit Table(size_t capacity) : mask(capacity - 1), slots(new Slot[capacity]) {}
+    size_t mask;
+    std::unique_ptr<Slot[]> slots;
+    size_t used = 0;
+  };
+
+  static void place(Table& table, const arb_problem& key, uint64_t hash, const Value* value) {
+    size_t i = hash & table.mask;
+    while (table.slots[i].value.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table.mask;
+    table.slots[i].hash = hash;
+    table.slots[i].key = key;
+    table.slots[i].value.store(value, std::memory_order_release);  // publish after the key
+    ++table.used;
+  }
+
+  Table* install(std::unique_ptr<Table> table) {
+    Table* raw = table.get();
+    tables_.push_back(std::move(table));
+    current_.store(raw, std::memory_order_release);
+    return raw;
+  }
+
+  std::atomic<Table*> current_{nullptr};
+  std::vector<std::unique_ptr<Table>> tables_;  // every table ever installed
+};
+
+}  // namespace arbiter

@@ -1,0 +1,171 @@
+#include "plugin/plugin_loader.hpp"
+
+#include "common/log.hpp"
+#include "plugin/abi_negotiation.hpp"
+#include "plugin/host_services.hpp"
+
+#define BOOST_DLL_USE_STD_FS
+#include <boost/dll/shared_library.hpp>
+#include <dlfcn.h>
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstring>
+#include <set>
+
+namespace arbiter {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kMaxKernels = 65536;
+
+const char* or_empty(const char* s) { return s ? s : ""; }
+
+// Copies a versioned struct the way its producer sized it into the host's layout:
+// fields the producer did not know stay zero, fields the host does not know are dropped.
+template <typename T>
+T widen(const T* source) {
+  T copy;
+  std::memset(&copy, 0, sizeof copy);
+  std::memcpy(&copy, source, source->struct_size < sizeof(T) ? source->struct_size : sizeof(T));
+  copy.struct_size = sizeof(T);
+  return copy;
+}
+
+// Fills kernels from the descriptor; returns why the plugin must be refused, or "".
+std::string read_kernels(const arb_plugin_descriptor& d, PluginRecord& record) {
+  if (d.kernel_count > kMaxKernels) return fmt::format("implausible kernel count {}", d.kernel_count);
+  if (d.kernel_count > 0 && d.kernels == nullptr) return "kernel_count > 0 but kernels is NULL";
+  std::set<std::string> names;
+  for (size_t i = 0; i < d.kernel_count; ++i) {
+    const arb_kernel* k = d.kernels[i];
+    if (k == nullptr) return fmt::format("kernel #{} is NULL", i);
+    if (k->struct_size < ARB_KERNEL_MIN_SIZE)
+      return fmt::format("kernel #{}: struct_size {} is below the minimum {}", i, k->struct_size, ARB_KERNEL_MIN_SIZE);
+    if (!valid_kernel_name(k->name)) return fmt::format("kernel #{}: invalid name '{}'", i, or_empty(k->name));
+    if (!names.insert(k->name).second) return fmt::format("kernel name '{}' appears twice", k->name);
+    if (k->op != ARB_OP_GEMM && k->op != ARB_OP_RMSNORM && k->op != ARB_OP_SOFTMAX)
+      return fmt::format("kernel '{}': unknown op {}", k->name, k->op);
+    if (k->device_type != kDLCPU && k->device_type != kDLCUDA)
+      return fmt::format("kernel '{}': unsupported device type {}", k->name, k->device_type);
+    if (k->supports == nullptr || k->launch == nullptr)
+      return fmt::format("kernel '{}': supports and launch are required", k->name);
+    KernelRecord kernel;
+    kernel.abi = widen(k);
+    kernel.name = record.name + "." + k->name;
+    kernel.provenance = kernel.abi.provenance != ARB_PROVENANCE_UNSPECIFIED ? kernel.abi.provenance : record.provenance;
+    kernel.plugin = &record;
+    record.kernels.push_back(std::move(kernel));
+  }
+  return "";
+}
+
+// Everything after a successful entry call; returns why the plugin must be refused, or "".
+std::string read_descriptor(const arb_plugin_descriptor* d, PluginRecord& record) {
+  if (d == nullptr) return "entry returned ARB_OK but no descriptor";
+  if (d->struct_size < ARB_PLUGIN_DESCRIPTOR_MIN_SIZE)
+    return fmt::format("descriptor struct_size {} is below the minimum {}", d->struct_size,
+                       ARB_PLUGIN_DESCRIPTOR_MIN_SIZE);
+  record.abi_major = d->abi_major;
+  record.abi_minor = d->abi_minor;
+  if (auto why = abi_incompatibility({ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR}, {d->abi_major, d->abi_minor}))
+    return *why;
+  const arb_plugin_descriptor descriptor = widen(d);
+  if (!valid_plugin_name(descriptor.name))
+    return fmt::format("invalid plugin name '{}' (use [a-z0-9_-])", or_empty(descriptor.name));
+  record.name = descriptor.name;
+  record.version = or_empty(descriptor.version);
+  record.build_id = or_empty(descriptor.build_id);
+  record.description = or_empty(descriptor.description);
+  record.provenance = descriptor.provenance;
+  record.own_priority = descriptor.priority;
+  record.priority = descriptor.priority;
+  if (record.provenance < ARB_PROVENANCE_REFERENCE || record.provenance > ARB_PROVENANCE_AI_GENERATED)
+    return fmt::format("unknown provenance {}", record.provenance);
+  return read_kernels(descriptor, record);
+}
+
+}  // namespace
+
+bool valid_plugin_name(const char* name) {
+  if (name == nullptr || *name == '\0' || std::strlen(name) > 64) return false;
+  for (const char* c = name; *c; ++c)
+    if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-')) return false;
+  return true;
+}
+
+bool valid_kernel_name(const char* name) {
+  if (name == nullptr || *name == '\0' || std::strlen(name) > 256) return false;
+  for (const char* c = name; *c; ++c)
+    if (!(std::isalnum(static_cast<unsigned char>(*c)) || std::strchr("_.:=,-", *c))) return false;
+  return true;
+}
+
+const char* state_name(PluginState state) {
+  switch (state) {
+    case PluginState::loaded: return "loaded";
+    case PluginState::disabled: return "disabled";
+    default: return "rejected";
+  }
+}
+
+std::unique_ptr<PluginRecord> load_plugin(const fs::path& path) {
+  auto record = std::make_unique<PluginRecord>();
+  record->path = path.string();
+  auto reject = [&](std::string reason) {
+    record->state = PluginState::rejected;
+    record->reason = std::move(reason);
+    record->kernels.clear();
+    record->keep_alive.reset();  // release() if the entry succeeded, then unload
+    logger().warn("plugin '{}' rejected: {} (host plugin ABI {}.{})", record->path, record->reason,
+                  ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR);
+    return std::move(record);
+  };
+
+  std::error_code fs_error;
+  if (!fs::is_regular_file(path, fs_error)) return reject("not a regular file");
+
+  auto library = std::make_shared<boost::dll::shared_library>();
+  std::error_code load_error;
+  ::dlerror();  // clear, so the message read below is this load's
+  library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  if (load_error || !library->is_loaded()) {
+    const char* loader_message = ::dlerror();
+    return reject(fmt::format("cannot load: {}", loader_message ? loader_message : load_error.message()));
+  }
+  if (!library->has(ARB_PLUGIN_ENTRY_SYMBOL))
+    return reject(fmt::format("no '{}' symbol: not an arbiter plugin", ARB_PLUGIN_ENTRY_SYMBOL));
+  auto entry = library->get<std::remove_pointer_t<arb_plugin_entry_fn>>(ARB_PLUGIN_ENTRY_SYMBOL);
+
+  const arb_plugin_descriptor* descriptor = nullptr;
+  char message[1024] = {0};
+  arb_status status;
+  try {
+    status = entry(host_services(), &descriptor, message, sizeof message);
+  } catch (const std::exception& e) {
+    return reject(fmt::format("entry threw a C++ exception across the C ABI: {}", e.what()));
+  } catch (...) {
+    return reject("entry threw a C++ exception across the C ABI");
+  }
+  message[sizeof message - 1] = '\0';
+  if (status != ARB_OK) return reject(fmt::format("entry failed (status {}): {}", static_cast<int>(status), message));
+
+  // From here on the plugin's release() runs before the library is unloaded.
+  void (*release)(void*) = nullptr;
+  void* plugin_ctx = nullptr;
+  if (descriptor != nullptr && descriptor->struct_size >= ARB_PLUGIN_DESCRIPTOR_MIN_SIZE) {
+    if (ARB_HAS_FIELD(arb_plugin_descriptor, descriptor, release)) release = descriptor->release;
+    if (ARB_HAS_FIELD(arb_plugin_descriptor, descriptor, plugin_ctx)) plugin_ctx = descriptor->plugin_ctx;
+  }
+  record->keep_alive = std::shared_ptr<void>(nullptr, [library, release, plugin_ctx](void*) {
+    if (release != nullptr) release(plugin_ctx);
+  });
+  if (std::string why = read_descriptor(descriptor, *record); !why.empty()) return reject(why);
+  record->state = PluginState::loaded;
+  logger().info("plugin '{}' {} loaded from {} ({} kernels, ABI {}.{})", record->name, record->version, record->path,
+                record->kernels.size(), record->abi_major, record->abi_minor);
+  return record;
+}
+
+}  // namespace arbiter

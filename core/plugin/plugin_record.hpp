@@ -1,0 +1,39 @@
+// What the host knows about one plugin file and its kernels, loaded or not.
+#pragma once
+
+#include <arbiter/plugin.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+enum class PluginState { loaded, disabled, rejected };
+
+struct PluginRecord;
+
+struct KernelRecord {
+  std::string name;     // "<plugin>.<kernel>"
+  arb_kernel abi{};     // the plugin's struct, widened to this host's layout (absent fields zero)
+  int32_t provenance = ARB_PROVENANCE_UNSPECIFIED;  // resolved against the plugin's
+  const PluginRecord* plugin = nullptr;
+};
+
+struct PluginRecord {
+  std::string path;
+  PluginState state = PluginState::rejected;
+  std::string reason;  // why rejected or disabled
+  std::string name, version, build_id, description;
+  uint32_t abi_major = 0, abi_minor = 0;  // as the plugin declared
+  int32_t provenance = ARB_PROVENANCE_UNSPECIFIED;
+  int32_t own_priority = 0;  // as the plugin declared
+  int32_t priority = 0;      // effective (config may override)
+  std::vector<KernelRecord> kernels;
+  // Holds the library open; on reset calls the plugin's release() and then unloads.
+  std::shared_ptr<void> keep_alive;
+};
+
+const char* state_name(PluginState state);
+
+}  // namespace arbiter

@@ -1,0 +1,91 @@
+#include "plugin/plugin_search.hpp"
+
+#include "version.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+namespace arbiter {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kPrefix = "arbiter_";
+constexpr std::string_view kSuffix = ".so";
+
+std::vector<std::string> split_path_list(const char* list) {
+  std::vector<std::string> out;
+  if (list == nullptr) return out;
+  std::string_view rest(list);
+  while (!rest.empty()) {
+    const size_t colon = rest.find(':');
+    std::string_view item = rest.substr(0, colon);
+    if (!item.empty()) out.emplace_back(item);
+    if (colon == std::string_view::npos) break;
+    rest.remove_prefix(colon + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string plugin_name_from_file(const fs::path& path) {
+  const std::string file = path.filename().string();
+  if (file.size() <= kPrefix.size() + kSuffix.size()) return "";
+  if (file.compare(0, kPrefix.size(), kPrefix) != 0) return "";
+  if (file.compare(file.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) return "";
+  return file.substr(kPrefix.size(), file.size() - kPrefix.size() - kSuffix.size());
+}
+
+fs::path install_plugin_dir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<const void*>(&install_plugin_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  const fs::path module = fs::canonical(fs::path(info.dli_fname), ec);
+  if (ec) return {};
+  for (const char* relative : {ARBITER_PLUGIN_DIR_FROM_LIBDIR, ARBITER_PLUGIN_DIR_FROM_BINDIR}) {
+    const fs::path dir = (module.parent_path() / relative).lexically_normal();
+    if (fs::is_directory(dir, ec)) return dir;
+  }
+  return {};
+}
+
+std::vector<PluginCandidate> find_plugin_files(const PluginsConfig& config, std::vector<std::string>& notes) {
+  std::vector<std::pair<std::string, std::string>> roots;  // path, origin
+  for (const std::string& p : config.paths) roots.emplace_back(p, "config");
+  if (config.search_default_paths) {
+    for (const std::string& p : split_path_list(std::getenv("ARBITER_PLUGIN_PATH")))
+      roots.emplace_back(p, "ARBITER_PLUGIN_PATH");
+    if (const fs::path dir = install_plugin_dir(); !dir.empty()) roots.emplace_back(dir.string(), "install");
+  }
+
+  std::vector<PluginCandidate> found;
+  std::set<fs::path> seen;
+  auto add = [&](const fs::path& file, const std::string& origin) {
+    std::error_code ec;
+    fs::path canonical = fs::weakly_canonical(file, ec);
+    if (ec) canonical = file;
+    if (seen.insert(canonical).second) found.push_back({canonical, origin});
+  };
+  for (const auto& [root, origin] : roots) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(root, ec);
+    if (fs::is_directory(status)) {
+      std::vector<fs::path> files;
+      for (const auto& entry : fs::directory_iterator(root, ec))
+        if (!plugin_name_from_file(entry.path()).empty()) files.push_back(entry.path());
+      std::sort(files.begin(), files.end());
+      for (const fs::path& file : files) add(file, origin);
+    } else if (fs::exists(status)) {
+      add(root, origin);
+    } else {
+      notes.push_back("plugin path '" + root + "' (" + origin + ") does not exist");
+    }
+  }
+  return found;
+}
+
+}  // namespace arbiter

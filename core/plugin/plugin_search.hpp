@@ -1,0 +1,30 @@
+// Where plugins are looked for, in order: the config's paths, ARBITER_PLUGIN_PATH
+// (colon-separated), then the install's own plugin folder, found relative to the module
+// that holds this code (libarbiter.so, or the arbiter program), so an install can move.
+#pragma once
+
+#include "config/config.hpp"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+struct PluginCandidate {
+  std::filesystem::path path;
+  std::string origin;  // "config", "ARBITER_PLUGIN_PATH" or "install"
+};
+
+// Folders contribute their files named arbiter_<name>.so, sorted by name; files named
+// directly are taken as they are. The same file reached twice is listed once.
+// Paths that do not exist are skipped and reported in `notes`.
+std::vector<PluginCandidate> find_plugin_files(const PluginsConfig& config, std::vector<std::string>& notes);
+
+// The plugin folder of this installation (or build tree), empty if none is found.
+std::filesystem::path install_plugin_dir();
+
+// "arbiter_cpu.so" -> "cpu"; "" if the file is not named like a plugin.
+std::string plugin_name_from_file(const std::filesystem::path& path);
+
+}  // namespace arbiter

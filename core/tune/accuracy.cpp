@@ -1,0 +1,42 @@
+#include "tune/accuracy.hpp"
+
+#include <cmath>
+
+namespace arbiter {
+
+double tolerance_for(int32_t dtype) {
+  switch (dtype) {
+    case ARB_DTYPE_F32: return 1e-5;
+    case ARB_DTYPE_F16: return 1e-3;
+    case ARB_DTYPE_BF16: return 8e-3;
+    default: return 0.0;
+  }
+}
+
+Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference) {
+  Comparison comparison;
+  comparison.error = 0.0;
+  for (const auto& out : result.all()) {
+    if (!out.is_output) continue;
+    const ProblemBuffers::Operand* ref = reference.find(out.name);
+    double diff_sq = 0.0, ref_sq = 0.0;
+    for (int64_t r = 0; r < out.rows; ++r) {
+      for (int64_t c = 0; c < out.cols; ++c) {
+        const double v = result.element(out, r, c);
+        const double w = reference.element(*ref, r, c);
+        if (!std::isfinite(v) && std::isfinite(w)) comparison.finite = false;
+        diff_sq += (v - w) * (v - w);
+        ref_sq += w * w;
+      }
+    }
+    const double error = ref_sq > 0.0 ? std::sqrt(diff_sq / ref_sq) : std::sqrt(diff_sq);
+    const bool worse = std::isnan(error) ? !std::isnan(comparison.error) : error > comparison.error;
+    if (worse) {  // a NaN error is the worst of all
+      comparison.error = error;
+      comparison.worst = out.name;
+    }
+  }
+  return comparison;
+}
+
+}  // namespace arbiter

@@ -1,0 +1,166 @@
+/* arbiter: the application C ABI.
+ *
+ * A program creates a context (which loads the plugins and reads the configuration), then
+ * calls operations on DLPack tensors. For every problem the context picks a kernel from the
+ * loaded plugins (config override, then tuning table, then the on-miss policy) and runs it.
+ *
+ * ABI rules: every struct starts with `struct_size` (set it to sizeof), structs only ever
+ * grow at the end, and the library reads only the fields the caller's struct_size covers.
+ * Use the ARB_*_INIT macros to get zeroed structs with defaults.
+ *
+ * Errors: every function returns an arb_status; arb_last_error() then holds a message
+ * for the calling thread. No function aborts or throws. */
+#ifndef ARBITER_ARBITER_H
+#define ARBITER_ARBITER_H
+
+#include <arbiter/types.h>
+
+#if defined(_WIN32)
+#define ARB_API __declspec(dllexport)
+#else
+#define ARB_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Application ABI version. Equal major is required; a newer minor library serves older
+ * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
+#define ARB_ABI_VERSION_MAJOR 1
+#define ARB_ABI_VERSION_MINOR 0
+#define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
+
+ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
+ARB_API const char* arb_library_version(void);    /* semantic version, e.g. "0.1.0" */
+ARB_API const char* arb_status_string(arb_status status);
+/* Message of the last failed call on this thread; "" after a success. Valid until the next
+ * arbiter call on the same thread. */
+ARB_API const char* arb_last_error(void);
+
+/* ---- context ----------------------------------------------------------------------- */
+
+typedef struct arb_context_s* arb_context;
+
+typedef struct arb_context_options {
+  size_t struct_size;
+  const char* config_path; /* a TOML file, or NULL */
+  const char* config_toml; /* TOML text, or NULL. Set at most one; neither: embedded default */
+} arb_context_options;
+#define ARB_CONTEXT_OPTIONS_INIT {sizeof(arb_context_options), NULL, NULL}
+
+/* options may be NULL (embedded default configuration). On failure *context is NULL. */
+ARB_API arb_status arb_context_create(const arb_context_options* options, arb_context* context);
+/* Unloads the context's plugins. NULL is accepted and ignored. */
+ARB_API arb_status arb_context_destroy(arb_context context);
+
+/* ---- operations ----------------------------------------------------------------------
+ * Tensors are borrowed for the call. All operands share one dtype (f32, f16 or bf16) and
+ * one device; math is done in f32 or wider. Matrices are row-major: the last dimension
+ * has stride 1 (or strides == NULL for compact tensors), the row stride may be padded.
+ * `stream` is the caller's stream for device tensors (a cudaStream_t); NULL for CPU. */
+
+/* D[m,n] = act(alpha * op(A) * op(B) + beta * C + bias)
+ * op(A) is [m,k]: A is stored [m,k], or [k,m] when trans_a. op(B) is [k,n]: B is stored
+ * [k,n], or [n,k] when trans_b. C is [m,n], read only when beta != 0, and may be the same
+ * tensor as D. bias is [n], added to every row. A leading batch dimension is reserved for a
+ * later minor version: today 2-D tensors only. */
+typedef struct arb_gemm_args {
+  size_t struct_size;
+  const DLTensor* a;
+  const DLTensor* b;
+  const DLTensor* c;    /* optional */
+  const DLTensor* bias; /* optional */
+  const DLTensor* d;    /* output */
+  int32_t trans_a;
+  int32_t trans_b;
+  int32_t activation; /* arb_activation */
+  int32_t reserved;   /* 0 */
+  float alpha;
+  float beta;
+} arb_gemm_args;
+#define ARB_GEMM_ARGS_INIT {sizeof(arb_gemm_args), NULL, NULL, NULL, NULL, NULL, 0, 0, ARB_ACT_NONE, 0, 1.0f, 0.0f}
+
+/* y = x / sqrt(mean(x^2) + eps) * weight over the last dimension.
+ * With a residual, x is first updated in place: x += residual, and the sum is normalised.
+ * x, residual and y have one shape [..., n] (leading dimensions collapse into rows);
+ * weight is [n]. y must not overlap x or residual. */
+typedef struct arb_rmsnorm_args {
+  size_t struct_size;
+  const DLTensor* x;
+  const DLTensor* residual; /* optional */
+  const DLTensor* weight;
+  const DLTensor* y;
+  float eps;
+  int32_t reserved; /* 0 */
+} arb_rmsnorm_args;
+#define ARB_RMSNORM_ARGS_INIT {sizeof(arb_rmsnorm_args), NULL, NULL, NULL, NULL, 1e-6f, 0}
+
+/* y = softmax(x) over the last dimension, numerically stable, f32 math for every dtype. */
+typedef struct arb_softmax_args {
+  size_t struct_size;
+  const DLTensor* x;
+  const DLTensor* y;
+} arb_softmax_args;
+#define ARB_SOFTMAX_ARGS_INIT {sizeof(arb_softmax_args), NULL, NULL}
+
+ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream);
+ARB_API arb_status arb_rmsnorm(arb_context context, const arb_rmsnorm_args* args, void* stream);
+ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args, void* stream);
+
+/* ---- explain -------------------------------------------------------------------------
+ * Why a kernel is (or would be) chosen: the problem key, the rule that fired, and every
+ * candidate with the reason it was refused. Writes a NUL-terminated report into buffer.
+ * If buffer is NULL or capacity too small, returns ARB_ERR_BUFFER_TOO_SMALL; *length (if
+ * not NULL) always receives the size needed, terminating NUL included. */
+
+/* args points to the op's args struct (arb_gemm_args for ARB_OP_GEMM, and so on). */
+ARB_API arb_status arb_explain(arb_context context, arb_op op, const void* args, char* buffer,
+                               size_t capacity, size_t* length);
+/* The same for a problem written in the problem syntax (docs/problem-syntax.md), e.g.
+ * "gemm bf16 m=128 n=4096 k=4096 tb=1 act=gelu". */
+ARB_API arb_status arb_explain_problem(arb_context context, const char* problem, char* buffer,
+                                       size_t capacity, size_t* length);
+
+/* ---- introspection ------------------------------------------------------------------
+ * Plugins seen by the context, loaded and rejected. Strings stay valid until the context
+ * is destroyed. */
+typedef struct arb_plugin_info {
+  size_t struct_size;
+  const char* name;        /* "" if the plugin was rejected before it could say */
+  const char* version;
+  const char* build_id;
+  const char* path;
+  const char* description;
+  const char* status;      /* "loaded", "disabled" or "rejected" */
+  const char* reason;      /* why rejected or disabled; "" when loaded */
+  uint32_t abi_major;      /* the plugin's ABI version, 0.0 if unknown */
+  uint32_t abi_minor;
+  int32_t provenance;      /* arb_provenance */
+  int32_t priority;        /* effective priority (config overrides the plugin's own) */
+  size_t kernel_count;
+} arb_plugin_info;
+#define ARB_PLUGIN_INFO_INIT {sizeof(arb_plugin_info), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0}
+
+typedef struct arb_kernel_info {
+  size_t struct_size;
+  const char* name; /* "<plugin>.<kernel>" */
+  int32_t op;       /* arb_op */
+  int32_t device_type; /* DLDeviceType */
+  int32_t provenance;  /* arb_provenance, resolved */
+  int32_t priority;
+  uint32_t flags;      /* ARB_KERNEL_FLAG_* of plugin.h */
+  int32_t reserved;
+} arb_kernel_info;
+#define ARB_KERNEL_INFO_INIT {sizeof(arb_kernel_info), NULL, 0, 0, 0, 0, 0, 0}
+
+ARB_API arb_status arb_plugin_count(arb_context context, size_t* count);
+ARB_API arb_status arb_plugin_get_info(arb_context context, size_t plugin_index, arb_plugin_info* info);
+ARB_API arb_status arb_kernel_get_info(arb_context context, size_t plugin_index, size_t kernel_index,
+                                       arb_kernel_info* info);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ARBITER_ARBITER_H */

@@ -1,0 +1,183 @@
+// arbiter: header-only C++ layer over the application C ABI (arbiter.h).
+// Errors become arbiter::Error exceptions; the context is an RAII, move-only object;
+// View builds the DLTensor of a vector or row-major matrix over memory you own.
+//
+//   arbiter::Context ctx;                                   // embedded default config
+//   std::vector<float> a(m * k), b(k * n), d(m * n);
+//   auto A = arbiter::View::matrix(a.data(), m, k), B = ..., D = ...;
+//   ctx.gemm(A, B, D);                                      // D = A * B
+#pragma once
+
+#include <arbiter/arbiter.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace arbiter {
+
+class Error : public std::runtime_error {
+ public:
+  Error(arb_status status, const std::string& message)
+      : std::runtime_error(std::string(arb_status_string(status)) + ": " + message), status_(status) {}
+  arb_status status() const noexcept { return status_; }
+
+ private:
+  arb_status status_;
+};
+
+inline void check(arb_status status) {
+  if (status != ARB_OK) throw Error(status, arb_last_error());
+}
+
+// A DLTensor over borrowed memory: a vector [n] or a row-major matrix [rows, cols] whose
+// rows are `ld` elements apart. Keep the View alive while the call runs.
+class View {
+ public:
+  static View vector(void* data, int64_t n, arb_dtype dtype = ARB_DTYPE_F32, DLDevice device = {kDLCPU, 0}) {
+    View v(data, dtype, device);
+    v.shape_[0] = n;
+    v.strides_[0] = 1;
+    v.tensor_.ndim = 1;
+    return v;
+  }
+  static View matrix(void* data, int64_t rows, int64_t cols, int64_t ld = 0, arb_dtype dtype = ARB_DTYPE_F32,
+                     DLDevice device = {kDLCPU, 0}) {
+    View v(data, dtype, device);
+    v.shape_[0] = rows;
+    v.shape_[1] = cols;
+    v.strides_[0] = ld > 0 ? ld : cols;
+    v.strides_[1] = 1;
+    v.tensor_.ndim = 2;
+    return v;
+  }
+  View(const View& other) : tensor_(other.tensor_) { adopt(other); }
+  View& operator=(const View& other) {
+    tensor_ = other.tensor_;
+    adopt(other);
+    return *this;
+  }
+  const DLTensor* get() const { return &tensor_; }
+  operator const DLTensor*() const { return &tensor_; }
+
+ private:
+  View(void* data, arb_dtype dtype, DLDevice device) {
+    tensor_.data = data;
+    tensor_.device = device;
+    tensor_.dtype = DLDataType{static_cast<uint8_t>(dtype == ARB_DTYPE_BF16 ? kDLBfloat : kDLFloat),
+                               static_cast<uint8_t>(dtype == ARB_DTYPE_F32 ? 32 : 16), 1};
+    tensor_.shape = shape_;
+    tensor_.strides = strides_;
+  }
+  void adopt(const View& other) {  // shape and strides live inside the View itself
+    shape_[0] = other.shape_[0];
+    shape_[1] = other.shape_[1];
+    strides_[0] = other.strides_[0];
+    strides_[1] = other.strides_[1];
+    tensor_.shape = shape_;
+    tensor_.strides = strides_;
+  }
+  DLTensor tensor_{};
+  int64_t shape_[2] = {0, 0};
+  int64_t strides_[2] = {0, 0};
+};
+
+struct PluginInfo {
+  std::string name, version, build_id, path, description, status, reason;
+  int32_t provenance = 0, priority = 0;
+  std::vector<std::string> kernels;
+};
+
+class Context {
+ public:
+  // The embedded default configuration.
+  Context() { check(arb_context_create(nullptr, &context_)); }
+  static Context from_file(const std::string& path) {
+    arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
+    options.config_path = path.c_str();
+    return Context(options);
+  }
+  static Context from_toml(const std::string& toml) {
+    arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
+    options.config_toml = toml.c_str();
+    return Context(options);
+  }
+  Context(Context&& other) noexcept : context_(std::exchange(other.context_, nullptr)) {}
+  Context& operator=(Context&& other) noexcept {
+    std::swap(context_, other.context_);
+    return *this;
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context() { arb_context_destroy(context_); }
+
+  arb_context get() const { return context_; }
+
+  void gemm(const arb_gemm_args& args, void* stream = nullptr) { check(arb_gemm(context_, &args, stream)); }
+  // D = act(alpha * A * B + bias): the common case, without C.
+  void gemm(const View& a, const View& b, const View& d, float alpha = 1.0f,
+            arb_activation activation = ARB_ACT_NONE, const View* bias = nullptr, void* stream = nullptr) {
+    arb_gemm_args args = ARB_GEMM_ARGS_INIT;
+    args.a = a;
+    args.b = b;
+    args.d = d;
+    args.alpha = alpha;
+    args.activation = activation;
+    args.bias = bias ? bias->get() : nullptr;
+    gemm(args, stream);
+  }
+  void rmsnorm(const View& x, const View& weight, const View& y, float eps = 1e-6f,
+               const View* residual = nullptr, void* stream = nullptr) {
+    arb_rmsnorm_args args = ARB_RMSNORM_ARGS_INIT;
+    args.x = x;
+    args.weight = weight;
+    args.y = y;
+    args.eps = eps;
+    args.residual = residual ? residual->get() : nullptr;
+    check(arb_rmsnorm(context_, &args, stream));
+  }
+  void softmax(const View& x, const View& y, void* stream = nullptr) {
+    arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
+    args.x = x;
+    args.y = y;
+    check(arb_softmax(context_, &args, stream));
+  }
+
+  // Why a kernel is chosen for a problem in the problem syntax.
+  std::string explain(const std::string& problem) const {
+    size_t length = 0;
+    arb_status status = arb_explain_problem(context_, problem.c_str(), nullptr, 0, &length);
+    if (status != ARB_ERR_BUFFER_TOO_SMALL) check(status);
+    std::string text(length, '\0');
+    check(arb_explain_problem(context_, problem.c_str(), text.data(), text.size(), &length));
+    text.resize(length > 0 ? length - 1 : 0);
+    return text;
+  }
+
+  std::vector<PluginInfo> plugins() const {
+    size_t count = 0;
+    check(arb_plugin_count(context_, &count));
+    std::vector<PluginInfo> result;
+    for (size_t i = 0; i < count; ++i) {
+      arb_plugin_info info = ARB_PLUGIN_INFO_INIT;
+      check(arb_plugin_get_info(context_, i, &info));
+      PluginInfo p{info.name, info.version, info.build_id, info.path, info.description, info.status,
+                   info.reason, info.provenance, info.priority, {}};
+      for (size_t k = 0; k < info.kernel_count; ++k) {
+        arb_kernel_info kernel = ARB_KERNEL_INFO_INIT;
+        check(arb_kernel_get_info(context_, i, k, &kernel));
+        p.kernels.emplace_back(kernel.name);
+      }
+      result.push_back(std::move(p));
+    }
+    return result;
+  }
+
+ private:
+  explicit Context(const arb_context_options& options) { check(arb_context_create(&options, &context_)); }
+  arb_context context_ = nullptr;
+};
+
+}  // namespace arbiter

@@ -1,0 +1,153 @@
+/* arbiter: the plugin C ABI.
+ *
+ * A plugin is a shared library that exports exactly one symbol, arbiter_plugin_entry. The
+ * host calls it with its ABI version and a table of host services; the plugin answers with
+ * a descriptor listing its kernels, or with an error that says why not. Plugins never link
+ * libarbiter. Rules (docs/abi-rules.md):
+ *  - versions are major.minor: equal major is required; across minors each side uses only
+ *    what the older one knows, which `struct_size` tells;
+ *  - every struct starts with struct_size and only grows at the end; optional function
+ *    pointers may be NULL;
+ *  - no C++ exception, allocator or STL type crosses the boundary: a status plus a message
+ *    written into the caller's buffer;
+ *  - the caller allocates; strings and descriptors returned by a plugin stay valid while it
+ *    is loaded; workspace is sized by the kernel and allocated by the host;
+ *  - launch is reentrant and thread-safe; supports() is cheap and side-effect free. */
+#ifndef ARBITER_PLUGIN_H
+#define ARBITER_PLUGIN_H
+
+#include <arbiter/types.h>
+
+#if defined(_WIN32)
+#define ARB_PLUGIN_EXPORT __declspec(dllexport)
+#else
+#define ARB_PLUGIN_EXPORT __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ARB_PLUGIN_ABI_MAJOR 1
+#define ARB_PLUGIN_ABI_MINOR 0
+#define ARB_PLUGIN_ENTRY_SYMBOL "arbiter_plugin_entry"
+
+/* A problem: everything a kernel may look at to decide whether and how it runs, and
+ * nothing that changes from call to call (no data pointers, no scalars). Fields that do
+ * not belong to `op` are zero. The host builds it zero-filled, so it has no padding. */
+typedef struct arb_problem {
+  size_t struct_size;
+  int32_t op;          /* arb_op */
+  int32_t dtype;       /* arb_dtype of every operand */
+  int32_t device_type; /* DLDeviceType: kDLCPU or kDLCUDA */
+  int32_t device_id;
+  int32_t alignment;   /* largest power of two (<= 256) dividing every operand address and
+                          row stride in bytes */
+  int32_t flags;       /* reserved, 0 */
+
+  /* gemm: D[m,n] = act(alpha * op(A)[m,k] * op(B)[k,n] + beta * C[m,n] + bias[n]);
+   * row-major; lda is the row stride of A as stored ([m,k], or [k,m] when trans_a). */
+  int64_t m, n, k;
+  int64_t batch; /* 1; reserved for batched gemm */
+  int64_t lda, ldb, ldc, ldd;
+  int32_t trans_a, trans_b;
+  int32_t activation; /* arb_activation */
+  int32_t has_c;      /* beta != 0: C is read */
+  int32_t has_bias;
+  int32_t c_is_d;     /* C and D are the same memory (in-place accumulate) */
+
+  /* rmsnorm, softmax: rows x cols, reduced along cols; ld_* are row strides in elements */
+  int64_t rows, cols;
+  int64_t ld_x, ld_y, ld_residual;
+  int32_t has_residual; /* rmsnorm: x += residual first, written back to x */
+  int32_t reserved;
+} arb_problem;
+
+/* The data of one call. Pointers already include DLTensor byte offsets. */
+typedef struct arb_operands {
+  size_t struct_size;
+  const void* a; /* gemm */
+  const void* b;
+  const void* c;
+  const void* bias;
+  void* d;
+  void* x;              /* rmsnorm (in/out when has_residual), softmax (in) */
+  const void* residual; /* rmsnorm */
+  const void* weight;   /* rmsnorm */
+  void* y;              /* rmsnorm, softmax */
+  float alpha;          /* gemm */
+  float beta;           /* gemm */
+  float eps;            /* rmsnorm */
+  float reserved;
+} arb_operands;
+
+/* Kernel flags */
+#define ARB_KERNEL_FLAG_NONDETERMINISTIC 0x1u /* reruns may differ in the last bits */
+
+/* Returns 1 if the kernel can run `problem`, else 0 and (if why != NULL) a reason. */
+typedef int32_t (*arb_supports_fn)(void* kernel_ctx, const arb_problem* problem, char* why,
+                                   size_t why_capacity);
+typedef arb_status (*arb_workspace_size_fn)(void* kernel_ctx, const arb_problem* problem,
+                                            size_t* bytes);
+/* Runs the kernel on `stream` (NULL on CPU). Never allocates what the workspace provides;
+ * on failure writes a message into err. */
+typedef arb_status (*arb_launch_fn)(void* kernel_ctx, const arb_problem* problem,
+                                    const arb_operands* operands, void* workspace,
+                                    size_t workspace_bytes, void* stream, char* err,
+                                    size_t err_capacity);
+
+typedef struct arb_kernel {
+  size_t struct_size;
+  const char* name;    /* stable within the plugin; [A-Za-z0-9_.:=,-] */
+  int32_t op;          /* arb_op */
+  int32_t device_type; /* DLDeviceType */
+  int32_t provenance;  /* arb_provenance; UNSPECIFIED means the plugin's */
+  int32_t priority;    /* orders the kernels of one plugin; higher first */
+  uint32_t flags;      /* ARB_KERNEL_FLAG_* */
+  int32_t reserved;
+  void* ctx;           /* passed back to the functions below */
+  arb_supports_fn supports;             /* required */
+  arb_workspace_size_fn workspace_size; /* optional: NULL means no workspace */
+  arb_launch_fn launch;                 /* required */
+} arb_kernel;
+
+typedef struct arb_plugin_descriptor {
+  size_t struct_size;
+  uint32_t abi_major; /* the plugin ABI the plugin was built against */
+  uint32_t abi_minor;
+  const char* name;     /* [a-z0-9_-], unique among loaded plugins */
+  const char* version;  /* semantic version */
+  const char* build_id; /* a hash of what was compiled */
+  int32_t provenance;   /* arb_provenance */
+  int32_t priority;     /* default priority among plugins; config may override */
+  const arb_kernel* const* kernels;
+  size_t kernel_count;
+  /* optional from here on: a shorter struct_size leaves them out */
+  const char* description;
+  void* plugin_ctx;
+  void (*release)(void* plugin_ctx); /* called once per successful entry call, at unload */
+} arb_plugin_descriptor;
+#define ARB_PLUGIN_DESCRIPTOR_MIN_SIZE (offsetof(arb_plugin_descriptor, kernel_count) + sizeof(size_t))
+#define ARB_KERNEL_MIN_SIZE (offsetof(arb_kernel, launch) + sizeof(arb_launch_fn))
+
+/* Services the host offers. Valid for the whole life of the process. */
+typedef struct arb_host_api {
+  size_t struct_size;
+  uint32_t abi_major; /* the plugin ABI the host implements */
+  uint32_t abi_minor;
+  const char* host_version;
+  void* host_ctx;
+  void (*log)(void* host_ctx, int32_t level, const char* plugin, const char* message);
+} arb_host_api;
+
+/* The one exported symbol. May be called more than once (once per context). On success
+ * *descriptor points to a descriptor valid until its release() (or the unload). */
+typedef arb_status (*arb_plugin_entry_fn)(const arb_host_api* host,
+                                          const arb_plugin_descriptor** descriptor, char* err,
+                                          size_t err_capacity);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ARBITER_PLUGIN_H */

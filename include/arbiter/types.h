@@ -1,0 +1,82 @@
+/* arbiter: types shared by the application ABI (arbiter.h) and the plugin ABI (plugin.h).
+ *
+ * Everything here is plain C. Enumerations are passed across the boundary as int32_t so
+ * that their size never depends on the compiler; new values are only ever appended. */
+#ifndef ARBITER_TYPES_H
+#define ARBITER_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* True when a versioned struct, as its producer sized it, contains `field`. Use it before
+ * reading any field appended after the reader's oldest supported minor version. */
+#define ARB_HAS_FIELD(type, ptr, field) \
+  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((const type*)0)->field))
+
+/* Status codes returned by every function of both ABIs. 0 is success. */
+typedef enum arb_status {
+  ARB_OK = 0,
+  ARB_ERR_INVALID_ARGUMENT = 1, /* null pointer, wrong dtype, mismatched shapes, bad strides */
+  ARB_ERR_UNSUPPORTED = 2,      /* valid request, but no enabled kernel supports it */
+  ARB_ERR_CONFIG = 3,           /* configuration could not be read or is invalid */
+  ARB_ERR_PLUGIN = 4,           /* a plugin could not be loaded or misbehaved */
+  ARB_ERR_KERNEL = 5,           /* a kernel reported a failure while running */
+  ARB_ERR_OUT_OF_MEMORY = 6,
+  ARB_ERR_VERSION = 7,          /* ABI version mismatch */
+  ARB_ERR_BUFFER_TOO_SMALL = 8, /* caller's output buffer is too small; the size needed is reported */
+  ARB_ERR_INTERNAL = 9
+} arb_status;
+
+/* Element types. Every operand of one call has the same type; math is done in f32 or wider. */
+typedef enum arb_dtype {
+  ARB_DTYPE_INVALID = 0,
+  ARB_DTYPE_F32 = 1,
+  ARB_DTYPE_F16 = 2,
+  ARB_DTYPE_BF16 = 3
+} arb_dtype;
+
+typedef enum arb_op {
+  ARB_OP_INVALID = 0,
+  ARB_OP_GEMM = 1,
+  ARB_OP_RMSNORM = 2,
+  ARB_OP_SOFTMAX = 3
+} arb_op;
+
+/* GEMM epilogue activation, applied after the bias. */
+typedef enum arb_activation {
+  ARB_ACT_NONE = 0,
+  ARB_ACT_RELU = 1,
+  ARB_ACT_GELU_TANH = 2, /* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
+  ARB_ACT_GELU_ERF = 3,  /* 0.5x(1 + erf(x / sqrt(2))) */
+  ARB_ACT_SILU = 4       /* x * sigmoid(x) */
+} arb_activation;
+
+/* Where a kernel comes from; shown to users and used by the verification gate. */
+typedef enum arb_provenance {
+  ARB_PROVENANCE_UNSPECIFIED = 0, /* for a kernel: same as its plugin */
+  ARB_PROVENANCE_REFERENCE = 1,
+  ARB_PROVENANCE_VENDOR = 2,
+  ARB_PROVENANCE_HAND_TUNED = 3,
+  ARB_PROVENANCE_AI_GENERATED = 4
+} arb_provenance;
+
+typedef enum arb_log_level {
+  ARB_LOG_TRACE = 0,
+  ARB_LOG_DEBUG = 1,
+  ARB_LOG_INFO = 2,
+  ARB_LOG_WARN = 3,
+  ARB_LOG_ERROR = 4,
+  ARB_LOG_OFF = 5
+} arb_log_level;
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ARBITER_TYPES_H */

@@ -1,0 +1,96 @@
+// The reference plugin: simple, exact CPU kernels (fp64 accumulation, every dtype,
+// transpose and epilogue). It is the oracle the other kernels are checked against, so it
+// favours obviousness over speed; its only concession is a loop order that reads rows.
+#include <arbiter/float16.hpp>
+#include <arbiter/plugin.hpp>
+
+#include "activation.hpp"
+#include "matrix_access.hpp"
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+using arbiter::load_float;
+using arbiter::store_float;
+using arbiter::plugin::Launch;
+using arbiter::plugin::Why;
+
+bool on_cpu(const arb_problem& p, Why& why) {
+  if (p.device_type != kDLCPU) return why.no("CPU tensors only");
+  return true;
+}
+
+// D = act(alpha * op(A) op(B) + beta * C + bias), one output row at a time, accumulated in
+// double in the workspace (n doubles).
+void gemm(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  double* row = static_cast<double*>(l.workspace);
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < p.n; ++j) row[j] = 0.0;
+    for (int64_t q = 0; q < p.k; ++q) {
+      const double a = arbiter::plugins::load_a(p, o.a, i, q);
+      for (int64_t j = 0; j < p.n; ++j) row[j] += a * arbiter::plugins::load_b(p, o.b, q, j);
+    }
+    for (int64_t j = 0; j < p.n; ++j) {
+      double v = static_cast<double>(o.alpha) * row[j];
+      if (p.has_c) v += static_cast<double>(o.beta) * load_float(o.c, i * p.ldc + j, p.dtype);
+      if (p.has_bias) v += load_float(o.bias, j, p.dtype);
+      store_float(o.d, i * p.ldd + j, p.dtype, static_cast<float>(arbiter::plugins::activate<double>(p.activation, v)));
+    }
+  }
+}
+
+// With a residual, x += residual is rounded to the dtype, written back, and that stored
+// sum is what gets normalised (as fused kernels in vLLM and TensorRT-LLM do).
+void rmsnorm(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const int64_t x0 = r * p.ld_x;
+    if (p.has_residual) {
+      for (int64_t c = 0; c < p.cols; ++c)
+        store_float(o.x, x0 + c, p.dtype,
+                    load_float(o.x, x0 + c, p.dtype) + load_float(o.residual, r * p.ld_residual + c, p.dtype));
+    }
+    double sum_sq = 0.0;
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double v = load_float(o.x, x0 + c, p.dtype);
+      sum_sq += v * v;
+    }
+    const double scale = 1.0 / std::sqrt(sum_sq / static_cast<double>(p.cols) + static_cast<double>(o.eps));
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double v = load_float(o.x, x0 + c, p.dtype) * scale * load_float(o.weight, c, p.dtype);
+      store_float(o.y, r * p.ld_y + c, p.dtype, static_cast<float>(v));
+    }
+  }
+}
+
+void softmax(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const int64_t x0 = r * p.ld_x;
+    double max = -INFINITY;
+    for (int64_t c = 0; c < p.cols; ++c) max = std::fmax(max, load_float(o.x, x0 + c, p.dtype));
+    double sum = 0.0;
+    for (int64_t c = 0; c < p.cols; ++c) sum += std::exp(load_float(o.x, x0 + c, p.dtype) - max);
+    for (int64_t c = 0; c < p.cols; ++c)
+      store_float(o.y, r * p.ld_y + c, p.dtype, static_cast<float>(std::exp(load_float(o.x, x0 + c, p.dtype) - max) / sum));
+  }
+}
+
+}  // namespace
+
+ARBITER_PLUGIN(arbiter::plugin::Plugin("reference", "1.0.0")
+                   .description("exact CPU kernels with fp64 accumulation; the verification oracle")
+                   .provenance(ARB_PROVENANCE_REFERENCE)
+                   .priority(0)
+                   .kernel(arbiter::plugin::Kernel("gemm", ARB_OP_GEMM)
+                               .supports(on_cpu)
+                               .workspace([](const arb_problem& p) { return static_cast<size_t>(p.n) * sizeof(double); })
+                               .launch(gemm))
+                   .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM).supports(on_cpu).launch(rmsnorm))
+                   .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX).supports(on_cpu).launch(softmax)))

@@ -1,0 +1,43 @@
+// arbiter plugins: what was found, loaded, disabled and rejected, and the kernels.
+#include "cli.hpp"
+
+#include "common/names.hpp"
+#include "plugin/plugin_search.hpp"
+
+#include <fmt/format.h>
+
+namespace arbiter::cli {
+
+int command_plugins(const Arguments& args) {
+  const auto context = make_context(args);
+  const KernelRegistry& registry = context->registry();
+  const std::string install_dir = install_plugin_dir().string();
+  fmt::print("config: {}\n", context->config().source);
+  fmt::print("search: config plugins.paths, then ARBITER_PLUGIN_PATH, then the install's folder ({})\n",
+             install_dir.empty() ? "not found" : install_dir);
+  for (const std::string& note : registry.notes()) fmt::print("note:   {}\n", note);
+
+  size_t loaded = 0;
+  for (const auto& plugin : registry.plugins()) {
+    if (plugin->state != PluginState::loaded) continue;
+    ++loaded;
+    fmt::print("\n{} {}  [{}]  priority {}  ABI {}.{}  build {}\n  {}\n  {}\n", plugin->name, plugin->version,
+               provenance_name(plugin->provenance), plugin->priority, plugin->abi_major, plugin->abi_minor,
+               plugin->build_id, plugin->description, plugin->path);
+    for (const KernelRecord& kernel : plugin->kernels) {
+      std::string flags;
+      if (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) flags = "  nondeterministic";
+      fmt::print("    {:<8} {:<24} {:<5} {:<12} priority {}{}\n", op_name(kernel.abi.op), kernel.name,
+                 device_name(kernel.abi.device_type), provenance_name(kernel.provenance), kernel.abi.priority, flags);
+    }
+  }
+  if (loaded == 0) fmt::print("\nno plugin loaded\n");
+  for (const auto& plugin : registry.plugins()) {
+    if (plugin->state == PluginState::loaded) continue;
+    fmt::print("\n{}: {}\n  {}\n  reason: {}\n", state_name(plugin->state), plugin->name.empty() ? "?" : plugin->name,
+               plugin->path, plugin->reason);
+  }
+  return 0;
+}
+
+}  // namespace arbiter::cli

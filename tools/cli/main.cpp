@@ -1,0 +1,115 @@
+// arbiter: the command-line program. `arbiter help` lists the commands.
+#include "cli.hpp"
+
+#include "common/failure.hpp"
+#include "common/log.hpp"
+
+#include <arbiter/arbiter.h>
+
+#include <cstdio>
+#include <cstring>
+
+namespace arbiter::cli {
+
+std::string Arguments::option(const std::string& name) const {
+  const std::string prefix = "--" + name + "=";
+  for (const std::string& o : options)
+    if (o.rfind(prefix, 0) == 0) return o.substr(prefix.size());
+  return "";
+}
+
+bool Arguments::flag(const std::string& name) const {
+  for (const std::string& o : options)
+    if (o == "--" + name) return true;
+  return false;
+}
+
+std::unique_ptr<Context> make_context(const Arguments& args) {
+  Config config = args.config_path.empty() ? default_config() : load_config_file(args.config_path);
+  set_log_level(config.log_level);
+  return std::make_unique<Context>(std::move(config));
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+}  // namespace arbiter::cli
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: arbiter [--config FILE] <command> [arguments]
+
+commands:
+  plugins                 loaded plugins (versions, provenance, kernels) and rejected ones with reasons
+  explain <problem>       which kernel a problem goes to, and why
+  run <problem>           run a problem on random data through dispatch, check it against the
+                          reference, print the time   [--kernel=PLUGIN.KERNEL] [--samples=N] [--seed=N]
+  version                 library and ABI versions
+
+A problem is written as in docs/problem-syntax.md, for example
+  gemm bf16 m=128 n=4096 k=4096 tb=1 act=gelu
+  rmsnorm f16 rows=32 cols=4096 residual=1
+  softmax f32 rows=64 cols=1000
+Without --config the embedded default configuration (configs/default.toml) is used.
+)";
+
+// Options with a separate value word ("--config FILE", "--kernel NAME").
+bool takes_value(const std::string& word) {
+  for (const char* name : {"--config", "--kernel", "--samples", "--seed"})
+    if (word == name) return true;
+  return false;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace arbiter::cli;
+  Arguments args;
+  std::string command;
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "-h" || word == "--help") word = "help";
+    if (takes_value(word)) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "arbiter: %s needs a value\n", word.c_str());
+        return 2;
+      }
+      word += "=" + std::string(argv[++i]);
+    }
+    if (word.rfind("--config=", 0) == 0) {
+      args.config_path = word.substr(9);
+    } else if (word.rfind("--", 0) == 0) {
+      args.options.push_back(word);
+    } else if (command.empty()) {
+      command = word;
+    } else {
+      args.positional.push_back(word);
+    }
+  }
+  try {
+    if (command == "plugins") return command_plugins(args);
+    if (command == "explain") return command_explain(args);
+    if (command == "run") return command_run(args);
+    if (command == "version") {
+      const uint32_t abi = arb_abi_version();
+      std::printf("arbiter %s, application ABI %u.%u, plugin ABI %d.%d\n", arb_library_version(), abi >> 16,
+                  abi & 0xffff, ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR);
+      return 0;
+    }
+    if (command == "help" || command.empty()) {
+      std::fputs(kUsage, command.empty() ? stderr : stdout);
+      return command.empty() ? 2 : 0;
+    }
+    std::fprintf(stderr, "arbiter: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    return 2;
+  } catch (const arbiter::Failure& e) {
+    std::fprintf(stderr, "arbiter: %s: %s\n", arb_status_string(e.status()), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "arbiter: %s\n", e.what());
+    return 1;
+  }
+}
