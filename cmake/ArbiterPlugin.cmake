@@ -1,12 +1,15 @@
-# arbiter_add_plugin(<name> SOURCES <files>... [OUTPUT_DIRECTORY <dir>])
+# arbiter_add_plugin(<name> SOURCES <files>... [HASH_DIRS <dirs>...] [OUTPUT_DIRECTORY <dir>])
 #
 # Builds an arbiter plugin: a MODULE library named arbiter_<name>.so (the file name the
 # host searches for), hidden visibility so only arbiter_plugin_entry is exported, no
 # undefined symbols, never linked to libarbiter. The target is arbiter_<name>.
-# ARBITER_PLUGIN_BUILD_ID is set to a hash of the sources, so any change to what is
-# compiled changes the plugin's build id.
+#
+# ARBITER_PLUGIN_BUILD_ID is set to a hash of what is compiled: the sources, the headers
+# beside them and in HASH_DIRS, arbiter's public headers, the compiler and the flags. Any
+# change there changes the build id, which invalidates the plugin's tuning-table entries.
+# (CMake re-runs when a hashed file changes.)
 function(arbiter_add_plugin name)
-  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;HASH_DIRS" ${ARGN})
   set(target arbiter_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
   set_target_properties(${target} PROPERTIES
@@ -21,14 +24,29 @@ function(arbiter_add_plugin name)
   target_link_libraries(${target} PRIVATE arbiter::plugin)
   target_link_options(${target} PRIVATE -Wl,--no-undefined)
 
-  set(hashes "")
+  set(hashed_files "")
+  set(header_dirs ${ARG_HASH_DIRS} ${ARBITER_PUBLIC_INCLUDE_DIR}/arbiter)
   foreach(source IN LISTS ARG_SOURCES)
     get_filename_component(path "${source}" ABSOLUTE)
-    file(SHA256 "${path}" hash)
-    string(APPEND hashes "${hash}")
-    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${path}")
+    list(APPEND hashed_files "${path}")
+    get_filename_component(dir "${path}" DIRECTORY)
+    list(APPEND header_dirs "${dir}")
   endforeach()
-  string(SHA256 build_id "${hashes}")
+  list(REMOVE_DUPLICATES header_dirs)
+  foreach(dir IN LISTS header_dirs)
+    file(GLOB headers "${dir}/*.h" "${dir}/*.hpp")
+    list(APPEND hashed_files ${headers})
+  endforeach()
+  list(REMOVE_DUPLICATES hashed_files)
+  list(SORT hashed_files)
+  string(TOUPPER "${CMAKE_BUILD_TYPE}" build_type)
+  set(fingerprint "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} ${CMAKE_BUILD_TYPE} ${CMAKE_CXX_FLAGS} ${CMAKE_CXX_FLAGS_${build_type}}")
+  foreach(file IN LISTS hashed_files)
+    file(SHA256 "${file}" hash)
+    string(APPEND fingerprint " ${hash}")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
+  endforeach()
+  string(SHA256 build_id "${fingerprint}")
   string(SUBSTRING "${build_id}" 0 16 build_id)
   target_compile_definitions(${target} PRIVATE ARBITER_PLUGIN_BUILD_ID="${build_id}")
 endfunction()

@@ -47,7 +47,7 @@ arbiter::Context& context_of(arb_context context) {
 }
 
 // Runs one op through dispatch: the hot path of every call.
-arb_status run_op(arb_context context, arb_op op, const void* args, void* stream) {
+arb_status run_op(arb_context context, int32_t op, const void* args, void* stream) {
   return guarded([&] {
     arbiter::Context& ctx = context_of(context);
     arbiter::Call call;
@@ -87,7 +87,7 @@ ARB_API uint32_t arb_abi_version(void) { return ARB_MAKE_VERSION(ARB_ABI_VERSION
 
 ARB_API const char* arb_library_version(void) { return ARBITER_VERSION_STRING; }
 
-ARB_API const char* arb_status_string(arb_status status) { return arbiter::status_string(status); }
+ARB_API const char* arb_status_string(int32_t status) { return arbiter::status_string(status); }
 
 ARB_API const char* arb_last_error(void) { return arbiter::last_error(); }
 
@@ -131,7 +131,7 @@ ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args
   return run_op(context, ARB_OP_SOFTMAX, args, stream);
 }
 
-ARB_API arb_status arb_explain(arb_context context, arb_op op, const void* args, char* buffer, size_t capacity,
+ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args, char* buffer, size_t capacity,
                                size_t* length) {
   return guarded([&] {
     arbiter::Context& ctx = context_of(context);

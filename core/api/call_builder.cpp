@@ -41,26 +41,34 @@ struct Matrix {
   int64_t rows, cols, ld;
 };
 
+// DLDevice.device_type is an enum the caller fills in: read it as the int it is, so that
+// an unknown value is reported rather than undefined behaviour.
+int32_t device_type_of(const DLTensor& t) {
+  int32_t type;
+  static_assert(sizeof(t.device.device_type) == sizeof type);
+  std::memcpy(&type, &t.device.device_type, sizeof type);
+  return type;
+}
+
 // Common checks: present, has data, valid dtype equal to `dtype` (if set), same device.
 void check_tensor(const DLTensor* t, const char* name, arb_problem& p) {
   if (t == nullptr) invalid(fmt::format("{} is NULL", name));
   if (t->data == nullptr) invalid(fmt::format("{}.data is NULL", name));
   if (t->ndim > 0 && t->shape == nullptr) invalid(fmt::format("{}.shape is NULL", name));
   const arb_dtype dtype = dtype_of(*t, name);
+  const int32_t device_type = device_type_of(*t);
   if (p.dtype == ARB_DTYPE_INVALID) {
     p.dtype = dtype;
-    p.device_type = t->device.device_type;
+    p.device_type = device_type;
     p.device_id = t->device.device_id;
     if (p.device_type != kDLCPU && p.device_type != kDLCUDA)
-      fail(ARB_ERR_UNSUPPORTED, fmt::format("{}: device type {} is not supported (cpu or cuda)", name,
-                                            static_cast<int>(p.device_type)));
+      fail(ARB_ERR_UNSUPPORTED, fmt::format("{}: device type {} is not supported (cpu or cuda)", name, p.device_type));
   } else {
     if (dtype != p.dtype)
       invalid(fmt::format("{} has dtype {}, but the first operand has {}", name, dtype_name(dtype), dtype_name(p.dtype)));
-    if (t->device.device_type != p.device_type || t->device.device_id != p.device_id)
-      invalid(fmt::format("{} is on {}:{}, but the first operand is on {}:{}", name,
-                          device_name(t->device.device_type), t->device.device_id, device_name(p.device_type),
-                          p.device_id));
+    if (device_type != p.device_type || t->device.device_id != p.device_id)
+      invalid(fmt::format("{} is on {}:{}, but the first operand is on {}:{}", name, device_name(device_type),
+                          t->device.device_id, device_name(p.device_type), p.device_id));
   }
   for (int i = 0; i < t->ndim; ++i)
     if (t->shape[i] < 1) invalid(fmt::format("{}: dimension {} has size {}; sizes must be >= 1", name, i, t->shape[i]));
@@ -122,7 +130,8 @@ void build_gemm(const arb_gemm_args* args, Call& call) {
   check_tensor(args->d, "d", p);
   if (args->trans_a != 0 && args->trans_a != 1) invalid("trans_a must be 0 or 1");
   if (args->trans_b != 0 && args->trans_b != 1) invalid("trans_b must be 0 or 1");
-  if (activation_name(args->activation) == "invalid") invalid(fmt::format("unknown activation {}", args->activation));
+  if (args->activation < ARB_ACT_NONE || args->activation > ARB_ACT_SILU)
+    invalid(fmt::format("unknown activation {}", args->activation));
   if (args->a->ndim != 2) as_matrix(args->a, "a", 0, 0);  // reports the dimension problem
   p.trans_a = args->trans_a;
   p.trans_b = args->trans_b;
@@ -255,12 +264,12 @@ void build_softmax(const arb_softmax_args* args, Call& call) {
   validate_problem(p);
 }
 
-void build_call(arb_op op, const void* args, Call& call) {
+void build_call(int32_t op, const void* args, Call& call) {
   switch (op) {
     case ARB_OP_GEMM: return build_gemm(static_cast<const arb_gemm_args*>(args), call);
     case ARB_OP_RMSNORM: return build_rmsnorm(static_cast<const arb_rmsnorm_args*>(args), call);
     case ARB_OP_SOFTMAX: return build_softmax(static_cast<const arb_softmax_args*>(args), call);
-    default: invalid(fmt::format("unknown op {}", static_cast<int>(op)));
+    default: invalid(fmt::format("unknown op {}", op));
   }
 }
 

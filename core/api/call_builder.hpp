@@ -17,7 +17,7 @@ void build_gemm(const arb_gemm_args* args, Call& call);
 void build_rmsnorm(const arb_rmsnorm_args* args, Call& call);
 void build_softmax(const arb_softmax_args* args, Call& call);
 
-// Dispatches on op; `args` points to that op's args struct.
-void build_call(arb_op op, const void* args, Call& call);
+// Dispatches on op (an arb_op); `args` points to that op's args struct.
+void build_call(int32_t op, const void* args, Call& call);
 
 }  // namespace arbiter

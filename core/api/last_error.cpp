@@ -16,7 +16,7 @@ void clear_last_error() noexcept { message_buffer[0] = '\0'; }
 
 const char* last_error() noexcept { return message_buffer; }
 
-const char* status_string(arb_status status) noexcept {
+const char* status_string(int32_t status) noexcept {
   switch (status) {
     case ARB_OK: return "ARB_OK";
     case ARB_ERR_INVALID_ARGUMENT: return "ARB_ERR_INVALID_ARGUMENT";

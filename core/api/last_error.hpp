@@ -9,6 +9,6 @@ namespace arbiter {
 arb_status set_last_error(arb_status status, const char* message) noexcept;
 void clear_last_error() noexcept;
 const char* last_error() noexcept;
-const char* status_string(arb_status status) noexcept;
+const char* status_string(int32_t status) noexcept;
 
 }  // namespace arbiter

@@ -8,7 +8,8 @@
 namespace arbiter {
 
 bool kernel_supports(const KernelRecord& kernel, const arb_problem& problem, std::string* why) {
-  char reason[512] = {0};
+  char reason[512];
+  reason[0] = '\0';
   int32_t accepted = 0;
   try {
     accepted = kernel.abi.supports(kernel.abi.ctx, &problem, reason, sizeof reason);
@@ -16,9 +17,10 @@ bool kernel_supports(const KernelRecord& kernel, const arb_problem& problem, std
     if (why) *why = "supports() threw a C++ exception across the C ABI";
     return false;
   }
+  if (accepted != 0) return true;
   reason[sizeof reason - 1] = '\0';
   if (why) *why = reason[0] != '\0' ? reason : "supports() said no";
-  return accepted != 0;
+  return false;
 }
 
 bool rule_matches(const OverrideRule& rule, const arb_problem& p) {
@@ -46,6 +48,8 @@ Decision Dispatcher::decide(const arb_problem& p, bool full_trace) const {
     std::string why;
     if (kernel == nullptr) {
       note(label + ": no such kernel is loaded; rule skipped");
+    } else if (kernel->abi.op != p.op) {
+      note(label + fmt::format(": kernel computes {}, not {}; rule skipped", op_name(kernel->abi.op), op_name(p.op)));
     } else if (kernel->abi.device_type != p.device_type) {
       note(label + fmt::format(": kernel runs on {}, problem is on {}; rule skipped",
                                device_name(kernel->abi.device_type), device_name(p.device_type)));

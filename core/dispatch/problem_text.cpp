@@ -108,9 +108,15 @@ ParsedProblem parse_problem(std::string_view text) {
     p.device_type = *type;
     if (colon != std::string_view::npos) p.device_id = static_cast<int32_t>(to_int("device", device->substr(colon + 1)));
   }
-  if (auto alpha = take("alpha")) parsed.alpha = to_float("alpha", *alpha);
-  if (auto beta = take("beta")) parsed.beta = to_float("beta", *beta);
-  if (auto eps = take("eps")) parsed.eps = to_float("eps", *eps);
+  // Per-call scalars, for the ops that have them (anything else is an unknown field below).
+  if (*op == ARB_OP_GEMM) {
+    if (auto alpha = take("alpha")) parsed.alpha = to_float("alpha", *alpha);
+    if (auto beta = take("beta")) parsed.beta = to_float("beta", *beta);
+  }
+  if (*op == ARB_OP_RMSNORM) {
+    if (auto eps = take("eps")) parsed.eps = to_float("eps", *eps);
+    if (!(parsed.eps >= 0.0f)) bad(fmt::format("eps={} must be >= 0", parsed.eps));
+  }
 
   const auto element = static_cast<uint64_t>(dtype_size(p.dtype));
   int32_t natural_alignment = 256;

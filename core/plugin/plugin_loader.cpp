@@ -51,6 +51,8 @@ std::string read_kernels(const arb_plugin_descriptor& d, PluginRecord& record) {
       return fmt::format("kernel '{}': unsupported device type {}", k->name, k->device_type);
     if (k->supports == nullptr || k->launch == nullptr)
       return fmt::format("kernel '{}': supports and launch are required", k->name);
+    if (k->provenance < ARB_PROVENANCE_UNSPECIFIED || k->provenance > ARB_PROVENANCE_AI_GENERATED)
+      return fmt::format("kernel '{}': unknown provenance {}", k->name, k->provenance);
     KernelRecord kernel;
     kernel.abi = widen(k);
     kernel.name = record.name + "." + k->name;
@@ -69,8 +71,9 @@ std::string read_descriptor(const arb_plugin_descriptor* d, PluginRecord& record
                        ARB_PLUGIN_DESCRIPTOR_MIN_SIZE);
   record.abi_major = d->abi_major;
   record.abi_minor = d->abi_minor;
-  if (auto why = abi_incompatibility({ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR}, {d->abi_major, d->abi_minor}))
-    return *why;
+  const AbiVersion host{ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR}, plugin{d->abi_major, d->abi_minor};
+  if (auto why = abi_incompatibility(host, plugin)) return *why;
+  record.agreed_minor = agreed_minor(host, plugin);
   const arb_plugin_descriptor descriptor = widen(d);
   if (!valid_plugin_name(descriptor.name))
     return fmt::format("invalid plugin name '{}' (use [a-z0-9_-])", or_empty(descriptor.name));

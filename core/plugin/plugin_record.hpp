@@ -26,6 +26,7 @@ struct PluginRecord {
   std::string reason;  // why rejected or disabled
   std::string name, version, build_id, description;
   uint32_t abi_major = 0, abi_minor = 0;  // as the plugin declared
+  uint32_t agreed_minor = 0;              // the minor both sides understand
   int32_t provenance = ARB_PROVENANCE_UNSPECIFIED;
   int32_t own_priority = 0;  // as the plugin declared
   int32_t priority = 0;      // effective (config may override)

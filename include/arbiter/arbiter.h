@@ -33,7 +33,7 @@ extern "C" {
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
 ARB_API const char* arb_library_version(void);    /* semantic version, e.g. "0.1.0" */
-ARB_API const char* arb_status_string(arb_status status);
+ARB_API const char* arb_status_string(int32_t status); /* an arb_status */
 /* Message of the last failed call on this thread; "" after a success. Valid until the next
  * arbiter call on the same thread. */
 ARB_API const char* arb_last_error(void);
@@ -114,8 +114,8 @@ ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args
  * If buffer is NULL or capacity too small, returns ARB_ERR_BUFFER_TOO_SMALL; *length (if
  * not NULL) always receives the size needed, terminating NUL included. */
 
-/* args points to the op's args struct (arb_gemm_args for ARB_OP_GEMM, and so on). */
-ARB_API arb_status arb_explain(arb_context context, arb_op op, const void* args, char* buffer,
+/* op is an arb_op; args points to that op's args struct (arb_gemm_args for ARB_OP_GEMM...). */
+ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args, char* buffer,
                                size_t capacity, size_t* length);
 /* The same for a problem written in the problem syntax (docs/problem-syntax.md), e.g.
  * "gemm bf16 m=128 n=4096 k=4096 tb=1 act=gelu". */

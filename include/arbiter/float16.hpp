@@ -33,7 +33,9 @@ inline float half_to_float(uint16_t h) {
     const float v = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
     return sign ? -v : v;
   }
-  if (exponent == 31) return detail::bits_float(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 31) {  // infinity, or NaN made quiet (as hardware conversion does)
+    return detail::bits_float(sign | 0x7f800000u | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u));
+  }
   return detail::bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 

@@ -21,6 +21,7 @@
 
 #include <arbiter/plugin.h>
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -89,12 +90,16 @@ using SupportsFn = std::function<bool(const arb_problem&, Why&)>;
 using LaunchFn = std::function<void(const Launch&)>;
 using WorkspaceFn = std::function<size_t(const arb_problem&)>;
 
-// The host's services, as offered to the most recent entry call. The host keeps them
-// alive for the whole process, so the pointer never dangles.
-inline const arb_host_api*& host_api() {
-  static const arb_host_api* host = nullptr;
+namespace detail {
+// The host's services, as offered to the most recent entry call (contexts may call the
+// entry from several threads at once). The host keeps them alive for the whole process.
+inline std::atomic<const arb_host_api*>& host_slot() {
+  static std::atomic<const arb_host_api*> host{nullptr};
   return host;
 }
+}  // namespace detail
+
+inline const arb_host_api* host_api() { return detail::host_slot().load(std::memory_order_acquire); }
 
 // Logs through the host (if it offers logging); `plugin` names the sender.
 __attribute__((format(printf, 3, 4))) inline void log(arb_log_level level, const char* plugin,
@@ -199,11 +204,10 @@ class Plugin {
   }
 
   // The C descriptor; pointers into this object, which must not move afterwards.
+  // Called once, by the entry, when the plugin is built.
   const arb_plugin_descriptor* descriptor() {
-    if (c_kernels_.size() != kernels_.size()) {
-      c_kernels_.clear();
-      for (auto& k : kernels_) c_kernels_.push_back(k->finish());
-    }
+    c_kernels_.clear();
+    for (auto& k : kernels_) c_kernels_.push_back(k->finish());
     c_.struct_size = sizeof(arb_plugin_descriptor);
     c_.abi_major = ARB_PLUGIN_ABI_MAJOR;
     c_.abi_minor = ARB_PLUGIN_ABI_MINOR;
@@ -251,10 +255,12 @@ arb_status entry(const arb_host_api* host, const arb_plugin_descriptor** out, ch
     write_message(err, capacity, message);
     return ARB_ERR_VERSION;
   }
-  host_api() = host;
+  host_slot().store(host, std::memory_order_release);
   try {
-    static Plugin plugin = make_plugin();  // built once; a throwing build is retried next call
-    *out = plugin.descriptor();
+    // Built once, thread-safely; a throwing build is retried on the next call.
+    static Plugin plugin = make_plugin();
+    static const arb_plugin_descriptor* const descriptor = plugin.descriptor();
+    *out = descriptor;
     return ARB_OK;
   } catch (const Error& e) {
     write_message(err, capacity, e.what());

@@ -1,7 +1,9 @@
 /* arbiter: types shared by the application ABI (arbiter.h) and the plugin ABI (plugin.h).
  *
- * Everything here is plain C. Enumerations are passed across the boundary as int32_t so
- * that their size never depends on the compiler; new values are only ever appended. */
+ * Everything here is plain C. Enumerations name values; what crosses the boundary from a
+ * caller is an int32_t (a struct field or parameter), so that its size never depends on the
+ * compiler and an out-of-range value is an error to report, not undefined behaviour. New
+ * values are only ever appended. (Functions return arb_status, which they produce.) */
 #ifndef ARBITER_TYPES_H
 #define ARBITER_TYPES_H
 

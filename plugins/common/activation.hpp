@@ -13,10 +13,12 @@ inline T activate(int32_t activation, T x) {
   switch (activation) {
     case ARB_ACT_RELU: return x > T(0) ? x : T(0);
     case ARB_ACT_GELU_TANH: {
-      const T k = T(0.7978845608028654);  // sqrt(2 / pi)
-      return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+      // 0.5x(1 + tanh(z)) written as x * sigmoid(2z): no cancellation for negative x.
+      const T z = T(0.7978845608028654) * (x + T(0.044715) * x * x * x);  // sqrt(2/pi)(x + 0.044715x^3)
+      return x / (T(1) + std::exp(T(-2) * z));
     }
-    case ARB_ACT_GELU_ERF: return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+    case ARB_ACT_GELU_ERF:  // 0.5x(1 + erf(x/sqrt2)) written with erfc, for the same reason
+      return T(0.5) * x * std::erfc(-x * T(0.7071067811865476));
     case ARB_ACT_SILU: return x / (T(1) + std::exp(-x));
     default: return x;
   }

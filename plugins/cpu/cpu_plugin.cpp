@@ -1,6 +1,6 @@
-// The cpu plugin: hand-written CPU kernels (AVX2): a small-shape GEMM and vectorised
-// RMSNorm and softmax. Built for AVX2 + FMA + F16C; on a CPU without them every kernel
-// refuses, with that reason, and dispatch falls through to the next plugin.
+// The cpu plugin: hand-written CPU kernels: a small-shape GEMM (AVX-512 and AVX2 builds)
+// and vectorised RMSNorm and softmax (AVX2). On a CPU without an ISA its kernels refuse,
+// with that reason, and dispatch falls through to the next kernel.
 #include <arbiter/plugin.hpp>
 
 #include "kernels.hpp"
@@ -22,6 +22,11 @@ bool runs_here(const arb_problem& p, Why& why) {
   return true;
 }
 
+bool cpu_has_avx512() {
+  static const bool present = __builtin_cpu_supports("avx512f");
+  return present;
+}
+
 bool small_gemm(const arb_problem& p, Why& why) {
   if (!runs_here(p, why)) return false;
   const int64_t max = arbiter::cpu::kSmallGemmMax;
@@ -31,16 +36,25 @@ bool small_gemm(const arb_problem& p, Why& why) {
   return true;
 }
 
+bool small_gemm_avx512(const arb_problem& p, Why& why) {
+  if (!cpu_has_avx512()) return why.no("this CPU lacks AVX-512F");
+  return small_gemm(p, why);
+}
+
 }  // namespace
 
 ARBITER_PLUGIN(
     arbiter::plugin::Plugin("cpu", "1.0.0")
-        .description("hand-written AVX2 kernels: small-shape gemm, vectorised rmsnorm and softmax")
+        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, vectorised rmsnorm and softmax")
         .provenance(ARB_PROVENANCE_HAND_TUNED)
         .priority(100)
-        .kernel(arbiter::plugin::Kernel("gemm_small", ARB_OP_GEMM)
+        .kernel(arbiter::plugin::Kernel("gemm_small_avx512", ARB_OP_GEMM)
+                    .priority(1)  // preferred where the CPU has it
+                    .supports(small_gemm_avx512)
+                    .launch([](const Launch& l) { arbiter::cpu::gemm_small_avx512(l.problem, l.operands); }))
+        .kernel(arbiter::plugin::Kernel("gemm_small_avx2", ARB_OP_GEMM)
                     .supports(small_gemm)
-                    .launch([](const Launch& l) { arbiter::cpu::gemm_small(l.problem, l.operands); }))
+                    .launch([](const Launch& l) { arbiter::cpu::gemm_small_avx2(l.problem, l.operands); }))
         .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM)
                     .supports(runs_here)
                     .launch([](const Launch& l) { arbiter::cpu::rmsnorm(l.problem, l.operands); }))

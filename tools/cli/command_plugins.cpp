@@ -13,17 +13,22 @@ int command_plugins(const Arguments& args) {
   const KernelRegistry& registry = context->registry();
   const std::string install_dir = install_plugin_dir().string();
   fmt::print("config: {}\n", context->config().source);
-  fmt::print("search: config plugins.paths, then ARBITER_PLUGIN_PATH, then the install's folder ({})\n",
-             install_dir.empty() ? "not found" : install_dir);
+  if (context->config().plugins.search_default_paths) {
+    fmt::print("search: config plugins.paths, then ARBITER_PLUGIN_PATH, then the install's folder ({})\n",
+               install_dir.empty() ? "not found" : install_dir);
+  } else {
+    fmt::print("search: config plugins.paths only (plugins.search_default_paths = false)\n");
+  }
   for (const std::string& note : registry.notes()) fmt::print("note:   {}\n", note);
 
   size_t loaded = 0;
   for (const auto& plugin : registry.plugins()) {
     if (plugin->state != PluginState::loaded) continue;
     ++loaded;
-    fmt::print("\n{} {}  [{}]  priority {}  ABI {}.{}  build {}\n  {}\n  {}\n", plugin->name, plugin->version,
-               provenance_name(plugin->provenance), plugin->priority, plugin->abi_major, plugin->abi_minor,
-               plugin->build_id, plugin->description, plugin->path);
+    fmt::print("\n{} {}  [{}]  priority {}  ABI {}.{} (agreed {}.{})  build {}\n  {}\n  {}\n", plugin->name,
+               plugin->version, provenance_name(plugin->provenance), plugin->priority, plugin->abi_major,
+               plugin->abi_minor, plugin->abi_major, plugin->agreed_minor, plugin->build_id, plugin->description,
+               plugin->path);
     for (const KernelRecord& kernel : plugin->kernels) {
       std::string flags;
       if (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) flags = "  nondeterministic";

@@ -1,0 +1,247 @@
+// The small-shape GEMM (m, n, k <= 64), written once over an ISA description and built
+// twice: gemm_small_avx2.cpp (8-lane vectors) and gemm_small_avx512.cpp (16 lanes).
+//
+// At these sizes a BLAS's set-up (dispatch, packing, threading decisions) costs as much as
+// the arithmetic, so this kernel does as little as possible around a register-blocked
+// micro-kernel of Isa::kRows x (2 * Isa::kLanes), one vector wide for narrow matrices:
+//  - f32: A is read in place (a strided broadcast serves either layout) and B rows are
+//    loaded in place (masked loads at the right edge); only a transposed B is packed;
+//  - f16/bf16: A and B are widened once into f32 tiles on the stack;
+//  - the epilogue (alpha, beta * C, bias, activation, rounding to the dtype) runs on each
+//    block's sums, eight lanes at a time, and stores straight into D.
+// No allocation, no threads. Internal linkage throughout (see simd_avx2.hpp).
+//
+// An Isa provides: V (vector), Mask, kLanes, kRows, zero(), load(p), store(p, v),
+// masked_load(p, mask), mask(count), broadcast(p), fma(a, b, c) and add(a, b).
+#pragma once
+
+#include "kernels.hpp"
+#include "simd_avx2.hpp"
+
+#include <algorithm>
+
+namespace arbiter::cpu {
+namespace {
+
+constexpr int64_t kMaxSize = kSmallGemmMax;
+constexpr int64_t kPanel = kMaxSize;      // row stride of the packed B panel (zeros past n)
+constexpr int64_t kTileStride = 32;       // row stride of a block's sums (2 x 16 lanes at most)
+
+// An f32 operand in memory: element (r, c) at data[r * row_stride + c * col_stride].
+struct F32View {
+  const float* data;
+  int64_t row_stride, col_stride;
+};
+
+// The epilogue, on 8 lanes at a time.
+template <int32_t Dtype>
+struct Epilogue {
+  using E = typename Lanes<Dtype>::Element;
+  const arb_problem& p;
+  const E* c;
+  const E* bias;
+  E* d;
+  float alpha, beta;
+
+  // Finishes 8 accumulated lanes of row i from column j on, `valid` of them real.
+  __attribute__((always_inline)) void store8(int64_t i, int64_t j, __m256 sum, int64_t valid) const {
+    using L = Lanes<Dtype>;
+    if (valid <= 0) return;
+    __m256 v = _mm256_mul_ps(_mm256_set1_ps(alpha), sum);
+    if (valid >= 8) {
+      if (p.has_c) v = _mm256_fmadd_ps(_mm256_set1_ps(beta), L::load(c + i * p.ldc + j), v);
+      if (p.has_bias) v = _mm256_add_ps(v, L::load(bias + j));
+      L::store(d + i * p.ldd + j, activate8(p.activation, v));
+      return;
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    for (int64_t l = 0; l < valid; ++l) {
+      float x = lanes[l];
+      if (p.has_c) x = beta * L::load1(c + i * p.ldc + j + l) + x;
+      if (p.has_bias) x += L::load1(bias + j + l);
+      L::store1(d + i * p.ldd + j + l, activate1(p.activation, x));
+    }
+  }
+};
+
+// Where a block's sums go: the dtype-specific epilogue, behind one indirect call per block,
+// so the (heavily unrolled) blocks are not instantiated once per dtype.
+struct BlockSink {
+  const void* epilogue;
+  void (*finish)(const void* epilogue, const float* tile, int rows, int64_t i0, int64_t j0, int64_t valid_cols);
+};
+
+template <int32_t Dtype>
+void finish_tile(const void* epilogue, const float* tile, int rows, int64_t i0, int64_t j0, int64_t valid_cols) {
+  const auto& e = *static_cast<const Epilogue<Dtype>*>(epilogue);
+  for (int r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < valid_cols; j += 8)
+      e.store8(i0 + r, j0 + j, _mm256_loadu_ps(tile + r * kTileStride + j), valid_cols - j);
+}
+
+// One Rows x (Vectors * kLanes) block of D at (i0, j0): accumulate in registers over k,
+// then hand the sums to the epilogue. B rows start at b.data + q * b.row_stride + j0
+// (column stride 1); MaskedB loads only the valid columns of a block that runs past B's
+// last column.
+template <typename Isa, int Rows, int Vectors, bool MaskedB>
+void block(const F32View a, const F32View b, int64_t k, int64_t i0, int64_t j0, int64_t valid_cols,
+           const BlockSink& sink) {
+  using V = typename Isa::V;
+  constexpr int kLanes = Isa::kLanes;
+  // An FMA's latency is a few cycles and two issue per cycle: a small block (few rows or
+  // columns) keeps enough independent sums in flight by splitting k over kSplit sets of
+  // accumulators, added together at the end (a fixed order: results stay deterministic).
+  constexpr int kChains = Rows * Vectors;
+  constexpr int kSplit = kChains >= 8 ? 1 : kChains >= 4 ? 2 : 4;
+  V sum[kSplit][Rows][Vectors];
+#pragma GCC unroll 16
+  for (int s = 0; s < kSplit; ++s)
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < Vectors; ++v) sum[s][r][v] = Isa::zero();
+  typename Isa::Mask masks[Vectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < Vectors; ++v) masks[v] = Isa::mask(valid_cols - v * kLanes);
+  const float* a_q = a.data + i0 * a.row_stride;  // column q of A's rows, advancing with q
+  const float* b_row = b.data + j0;               // row q of B, advancing with q
+  const int64_t a_rs = a.row_stride, a_step = a.col_stride, b_step = b.row_stride;
+  // One step of k into accumulator set `acc`.
+  auto step = [&](V (&acc)[Rows][Vectors]) __attribute__((always_inline)) {
+    V bv[Vectors];
+#pragma GCC unroll 4
+    for (int v = 0; v < Vectors; ++v)
+      bv[v] = MaskedB ? Isa::masked_load(b_row + v * kLanes, masks[v]) : Isa::load(b_row + v * kLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+      const V av = Isa::broadcast(a_q + r * a_rs);
+#pragma GCC unroll 4
+      for (int v = 0; v < Vectors; ++v) acc[r][v] = Isa::fma(av, bv[v], acc[r][v]);
+    }
+    a_q += a_step;
+    b_row += b_step;
+  };
+  int64_t q = 0;
+  for (; q + kSplit <= k; q += kSplit)
+#pragma GCC unroll 4
+    for (int s = 0; s < kSplit; ++s) step(sum[s]);
+  for (; q < k; ++q) step(sum[0]);
+  alignas(64) float tile[Rows * kTileStride];
+#pragma GCC unroll 16
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < Vectors; ++v) {
+      V total = sum[0][r][v];
+#pragma GCC unroll 4
+      for (int s = 1; s < kSplit; ++s) total = Isa::add(total, sum[s][r][v]);
+      Isa::store(tile + r * kTileStride + v * kLanes, total);
+    }
+  sink.finish(sink.epilogue, tile, Rows, i0, j0, std::min<int64_t>(valid_cols, Vectors * kLanes));
+}
+
+// A row of blocks: two vectors wide while the columns last, one vector for a narrow rest.
+template <typename Isa, int Rows>
+void row_block(const F32View& a, const F32View& b, bool b_padded, const arb_problem& p, int64_t i0,
+               const BlockSink& sink) {
+  constexpr int64_t kLanes = Isa::kLanes;
+  int64_t j = 0;
+  for (; j + 2 * kLanes <= p.n; j += 2 * kLanes) block<Isa, Rows, 2, false>(a, b, p.k, i0, j, 2 * kLanes, sink);
+  const int64_t rest = p.n - j;
+  if (rest == 0) return;
+  // A packed panel holds zeros past n (and kPanel is a multiple of 2 * kLanes): plain loads.
+  if (rest > kLanes) {
+    if (b_padded) return block<Isa, Rows, 2, false>(a, b, p.k, i0, j, rest, sink);
+    return block<Isa, Rows, 2, true>(a, b, p.k, i0, j, rest, sink);
+  }
+  if (b_padded || rest == kLanes) return block<Isa, Rows, 1, false>(a, b, p.k, i0, j, rest, sink);
+  block<Isa, Rows, 1, true>(a, b, p.k, i0, j, rest, sink);
+}
+
+// The rows left after whole blocks: one instantiation per count, 1 .. Isa::kRows - 1.
+template <typename Isa, int Rows>
+void remaining_rows(int64_t rows, const F32View& a, const F32View& b, bool b_padded, const arb_problem& p, int64_t i0,
+                    const BlockSink& sink) {
+  if constexpr (Rows > 0) {
+    if (rows == Rows) return row_block<Isa, Rows>(a, b, b_padded, p, i0, sink);
+    remaining_rows<Isa, Rows - 1>(rows, a, b, b_padded, p, i0, sink);
+  }
+}
+
+template <typename Isa>
+void multiply(const F32View& a, const F32View& b, bool b_padded, const arb_problem& p, const BlockSink& sink) {
+  int64_t i = 0;
+  for (; i + Isa::kRows <= p.m; i += Isa::kRows) row_block<Isa, Isa::kRows>(a, b, b_padded, p, i, sink);
+  remaining_rows<Isa, Isa::kRows - 1>(p.m - i, a, b, b_padded, p, i, sink);
+}
+
+// op(B) widened into a [k x kPanel] f32 panel, zeros past column n.
+template <int32_t Dtype>
+void pack_b(const arb_problem& p, const typename Lanes<Dtype>::Element* b, float* panel) {
+  using L = Lanes<Dtype>;
+  for (int64_t q = 0; q < p.k; ++q)
+    for (int64_t j = p.n; j < kPanel; ++j) panel[q * kPanel + j] = 0.0f;
+  if (!p.trans_b) {
+    for (int64_t q = 0; q < p.k; ++q) {
+      int64_t j = 0;
+      for (; j + 8 <= p.n; j += 8) _mm256_storeu_ps(panel + q * kPanel + j, L::load(b + q * p.ldb + j));
+      for (; j < p.n; ++j) panel[q * kPanel + j] = L::load1(b + q * p.ldb + j);
+    }
+  } else {  // stored [n][k]: read along its rows, write down the panel's columns
+    for (int64_t j = 0; j < p.n; ++j)
+      for (int64_t q = 0; q < p.k; ++q) panel[q * kPanel + j] = L::load1(b + j * p.ldb + q);
+  }
+}
+
+// op(A) widened into an [m x k] f32 tile.
+template <int32_t Dtype>
+void pack_a(const arb_problem& p, const typename Lanes<Dtype>::Element* a, float* tile) {
+  using L = Lanes<Dtype>;
+  if (!p.trans_a) {
+    for (int64_t i = 0; i < p.m; ++i) {
+      int64_t q = 0;
+      for (; q + 8 <= p.k; q += 8) _mm256_storeu_ps(tile + i * p.k + q, L::load(a + i * p.lda + q));
+      for (; q < p.k; ++q) tile[i * p.k + q] = L::load1(a + i * p.lda + q);
+    }
+  } else {  // stored [k][m]
+    for (int64_t q = 0; q < p.k; ++q)
+      for (int64_t i = 0; i < p.m; ++i) tile[i * p.k + q] = L::load1(a + q * p.lda + i);
+  }
+}
+
+template <typename Isa, int32_t Dtype>
+void gemm_small_typed(const arb_problem& p, const arb_operands& o) {
+  using E = typename Lanes<Dtype>::Element;
+  const Epilogue<Dtype> epilogue{p, static_cast<const E*>(o.c), static_cast<const E*>(o.bias), static_cast<E*>(o.d),
+                                 o.alpha, o.beta};
+  const BlockSink sink{&epilogue, &finish_tile<Dtype>};
+  alignas(64) float b_panel[kMaxSize * kPanel];
+  if constexpr (Dtype == ARB_DTYPE_F32) {
+    const auto* a = static_cast<const float*>(o.a);
+    const F32View a_view = p.trans_a ? F32View{a, 1, p.lda} : F32View{a, p.lda, 1};
+    if (!p.trans_b) {
+      multiply<Isa>(a_view, F32View{static_cast<const float*>(o.b), p.ldb, 1}, false, p, sink);
+      return;
+    }
+    pack_b<Dtype>(p, static_cast<const E*>(o.b), b_panel);
+    multiply<Isa>(a_view, F32View{b_panel, kPanel, 1}, true, p, sink);
+  } else {
+    alignas(64) float a_tile[kMaxSize * kMaxSize];
+    pack_a<Dtype>(p, static_cast<const E*>(o.a), a_tile);
+    pack_b<Dtype>(p, static_cast<const E*>(o.b), b_panel);
+    multiply<Isa>(F32View{a_tile, p.k, 1}, F32View{b_panel, kPanel, 1}, true, p, sink);
+  }
+}
+
+template <typename Isa>
+void gemm_small_for(const arb_problem& p, const arb_operands& o) {
+  switch (p.dtype) {
+    case ARB_DTYPE_F32: return gemm_small_typed<Isa, ARB_DTYPE_F32>(p, o);
+    case ARB_DTYPE_F16: return gemm_small_typed<Isa, ARB_DTYPE_F16>(p, o);
+    case ARB_DTYPE_BF16: return gemm_small_typed<Isa, ARB_DTYPE_BF16>(p, o);
+    default: return;
+  }
+}
+
+}  // namespace
+}  // namespace arbiter::cpu
