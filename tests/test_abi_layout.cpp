@@ -1,0 +1,185 @@
+// The ABI layout, frozen. Every struct that crosses a boundary (application <-> libarbiter,
+// libarbiter <-> plugin) is checked field by field. If one of these fails, a field was
+// removed, moved or retyped: that is a major version bump (DESIGN.md section 3, rule 2).
+// Appending a field adds lines here and bumps the minor version.
+#include <arbiter/arbiter.h>
+#include <arbiter/plugin.h>
+
+#include <doctest/doctest.h>
+
+#include <cstddef>
+
+static_assert(sizeof(void*) == 8, "the frozen layout below is for LP64 platforms");
+
+// arb_context_options
+static_assert(offsetof(arb_context_options, struct_size) == 0);
+static_assert(offsetof(arb_context_options, config_path) == 8);
+static_assert(offsetof(arb_context_options, config_toml) == 16);
+static_assert(sizeof(arb_context_options) == 24);
+// arb_gemm_args
+static_assert(offsetof(arb_gemm_args, struct_size) == 0);
+static_assert(offsetof(arb_gemm_args, a) == 8);
+static_assert(offsetof(arb_gemm_args, b) == 16);
+static_assert(offsetof(arb_gemm_args, c) == 24);
+static_assert(offsetof(arb_gemm_args, bias) == 32);
+static_assert(offsetof(arb_gemm_args, d) == 40);
+static_assert(offsetof(arb_gemm_args, trans_a) == 48);
+static_assert(offsetof(arb_gemm_args, trans_b) == 52);
+static_assert(offsetof(arb_gemm_args, activation) == 56);
+static_assert(offsetof(arb_gemm_args, reserved) == 60);
+static_assert(offsetof(arb_gemm_args, alpha) == 64);
+static_assert(offsetof(arb_gemm_args, beta) == 68);
+static_assert(sizeof(arb_gemm_args) == 72);
+// arb_rmsnorm_args
+static_assert(offsetof(arb_rmsnorm_args, struct_size) == 0);
+static_assert(offsetof(arb_rmsnorm_args, x) == 8);
+static_assert(offsetof(arb_rmsnorm_args, residual) == 16);
+static_assert(offsetof(arb_rmsnorm_args, weight) == 24);
+static_assert(offsetof(arb_rmsnorm_args, y) == 32);
+static_assert(offsetof(arb_rmsnorm_args, eps) == 40);
+static_assert(offsetof(arb_rmsnorm_args, reserved) == 44);
+static_assert(sizeof(arb_rmsnorm_args) == 48);
+// arb_softmax_args
+static_assert(offsetof(arb_softmax_args, struct_size) == 0);
+static_assert(offsetof(arb_softmax_args, x) == 8);
+static_assert(offsetof(arb_softmax_args, y) == 16);
+static_assert(sizeof(arb_softmax_args) == 24);
+// arb_plugin_info
+static_assert(offsetof(arb_plugin_info, struct_size) == 0);
+static_assert(offsetof(arb_plugin_info, name) == 8);
+static_assert(offsetof(arb_plugin_info, version) == 16);
+static_assert(offsetof(arb_plugin_info, build_id) == 24);
+static_assert(offsetof(arb_plugin_info, path) == 32);
+static_assert(offsetof(arb_plugin_info, description) == 40);
+static_assert(offsetof(arb_plugin_info, status) == 48);
+static_assert(offsetof(arb_plugin_info, reason) == 56);
+static_assert(offsetof(arb_plugin_info, abi_major) == 64);
+static_assert(offsetof(arb_plugin_info, abi_minor) == 68);
+static_assert(offsetof(arb_plugin_info, provenance) == 72);
+static_assert(offsetof(arb_plugin_info, priority) == 76);
+static_assert(offsetof(arb_plugin_info, kernel_count) == 80);
+static_assert(sizeof(arb_plugin_info) == 88);
+// arb_kernel_info
+static_assert(offsetof(arb_kernel_info, struct_size) == 0);
+static_assert(offsetof(arb_kernel_info, name) == 8);
+static_assert(offsetof(arb_kernel_info, op) == 16);
+static_assert(offsetof(arb_kernel_info, device_type) == 20);
+static_assert(offsetof(arb_kernel_info, provenance) == 24);
+static_assert(offsetof(arb_kernel_info, priority) == 28);
+static_assert(offsetof(arb_kernel_info, flags) == 32);
+static_assert(offsetof(arb_kernel_info, reserved) == 36);
+static_assert(sizeof(arb_kernel_info) == 40);
+// arb_problem
+static_assert(offsetof(arb_problem, struct_size) == 0);
+static_assert(offsetof(arb_problem, op) == 8);
+static_assert(offsetof(arb_problem, dtype) == 12);
+static_assert(offsetof(arb_problem, device_type) == 16);
+static_assert(offsetof(arb_problem, device_id) == 20);
+static_assert(offsetof(arb_problem, alignment) == 24);
+static_assert(offsetof(arb_problem, flags) == 28);
+static_assert(offsetof(arb_problem, m) == 32);
+static_assert(offsetof(arb_problem, n) == 40);
+static_assert(offsetof(arb_problem, k) == 48);
+static_assert(offsetof(arb_problem, batch) == 56);
+static_assert(offsetof(arb_problem, lda) == 64);
+static_assert(offsetof(arb_problem, ldb) == 72);
+static_assert(offsetof(arb_problem, ldc) == 80);
+static_assert(offsetof(arb_problem, ldd) == 88);
+static_assert(offsetof(arb_problem, trans_a) == 96);
+static_assert(offsetof(arb_problem, trans_b) == 100);
+static_assert(offsetof(arb_problem, activation) == 104);
+static_assert(offsetof(arb_problem, has_c) == 108);
+static_assert(offsetof(arb_problem, has_bias) == 112);
+static_assert(offsetof(arb_problem, c_is_d) == 116);
+static_assert(offsetof(arb_problem, rows) == 120);
+static_assert(offsetof(arb_problem, cols) == 128);
+static_assert(offsetof(arb_problem, ld_x) == 136);
+static_assert(offsetof(arb_problem, ld_y) == 144);
+static_assert(offsetof(arb_problem, ld_residual) == 152);
+static_assert(offsetof(arb_problem, has_residual) == 160);
+static_assert(offsetof(arb_problem, reserved) == 164);
+static_assert(sizeof(arb_problem) == 168);
+// arb_operands
+static_assert(offsetof(arb_operands, struct_size) == 0);
+static_assert(offsetof(arb_operands, a) == 8);
+static_assert(offsetof(arb_operands, b) == 16);
+static_assert(offsetof(arb_operands, c) == 24);
+static_assert(offsetof(arb_operands, bias) == 32);
+static_assert(offsetof(arb_operands, d) == 40);
+static_assert(offsetof(arb_operands, x) == 48);
+static_assert(offsetof(arb_operands, residual) == 56);
+static_assert(offsetof(arb_operands, weight) == 64);
+static_assert(offsetof(arb_operands, y) == 72);
+static_assert(offsetof(arb_operands, alpha) == 80);
+static_assert(offsetof(arb_operands, beta) == 84);
+static_assert(offsetof(arb_operands, eps) == 88);
+static_assert(offsetof(arb_operands, reserved) == 92);
+static_assert(sizeof(arb_operands) == 96);
+// arb_kernel
+static_assert(offsetof(arb_kernel, struct_size) == 0);
+static_assert(offsetof(arb_kernel, name) == 8);
+static_assert(offsetof(arb_kernel, op) == 16);
+static_assert(offsetof(arb_kernel, device_type) == 20);
+static_assert(offsetof(arb_kernel, provenance) == 24);
+static_assert(offsetof(arb_kernel, priority) == 28);
+static_assert(offsetof(arb_kernel, flags) == 32);
+static_assert(offsetof(arb_kernel, reserved) == 36);
+static_assert(offsetof(arb_kernel, ctx) == 40);
+static_assert(offsetof(arb_kernel, supports) == 48);
+static_assert(offsetof(arb_kernel, workspace_size) == 56);
+static_assert(offsetof(arb_kernel, launch) == 64);
+static_assert(sizeof(arb_kernel) == 72);
+// arb_plugin_descriptor
+static_assert(offsetof(arb_plugin_descriptor, struct_size) == 0);
+static_assert(offsetof(arb_plugin_descriptor, abi_major) == 8);
+static_assert(offsetof(arb_plugin_descriptor, abi_minor) == 12);
+static_assert(offsetof(arb_plugin_descriptor, name) == 16);
+static_assert(offsetof(arb_plugin_descriptor, version) == 24);
+static_assert(offsetof(arb_plugin_descriptor, build_id) == 32);
+static_assert(offsetof(arb_plugin_descriptor, provenance) == 40);
+static_assert(offsetof(arb_plugin_descriptor, priority) == 44);
+static_assert(offsetof(arb_plugin_descriptor, kernels) == 48);
+static_assert(offsetof(arb_plugin_descriptor, kernel_count) == 56);
+static_assert(offsetof(arb_plugin_descriptor, description) == 64);
+static_assert(offsetof(arb_plugin_descriptor, plugin_ctx) == 72);
+static_assert(offsetof(arb_plugin_descriptor, release) == 80);
+static_assert(sizeof(arb_plugin_descriptor) == 88);
+// arb_host_api
+static_assert(offsetof(arb_host_api, struct_size) == 0);
+static_assert(offsetof(arb_host_api, abi_major) == 8);
+static_assert(offsetof(arb_host_api, abi_minor) == 12);
+static_assert(offsetof(arb_host_api, host_version) == 16);
+static_assert(offsetof(arb_host_api, host_ctx) == 24);
+static_assert(offsetof(arb_host_api, log) == 32);
+static_assert(sizeof(arb_host_api) == 40);
+
+// The minimum sizes the host accepts from a plugin (the 1.0 layouts).
+static_assert(ARB_PLUGIN_DESCRIPTOR_MIN_SIZE == 64);
+static_assert(ARB_KERNEL_MIN_SIZE == 72);
+
+// Enumerations cross the boundary as int32_t: their values are frozen too.
+static_assert(ARB_OK == 0 && ARB_ERR_INVALID_ARGUMENT == 1 && ARB_ERR_UNSUPPORTED == 2 && ARB_ERR_CONFIG == 3 &&
+              ARB_ERR_PLUGIN == 4 && ARB_ERR_KERNEL == 5 && ARB_ERR_OUT_OF_MEMORY == 6 && ARB_ERR_VERSION == 7 &&
+              ARB_ERR_BUFFER_TOO_SMALL == 8 && ARB_ERR_INTERNAL == 9);
+static_assert(ARB_DTYPE_F32 == 1 && ARB_DTYPE_F16 == 2 && ARB_DTYPE_BF16 == 3);
+static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3);
+static_assert(ARB_ACT_NONE == 0 && ARB_ACT_RELU == 1 && ARB_ACT_GELU_TANH == 2 && ARB_ACT_GELU_ERF == 3 &&
+              ARB_ACT_SILU == 4);
+static_assert(ARB_PROVENANCE_REFERENCE == 1 && ARB_PROVENANCE_VENDOR == 2 && ARB_PROVENANCE_HAND_TUNED == 3 &&
+              ARB_PROVENANCE_AI_GENERATED == 4);
+
+TEST_CASE("ABI: the versions this build declares") {
+  CHECK(ARB_ABI_VERSION_MAJOR == 1);
+  CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
+  CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));
+}
+
+TEST_CASE("ABI: ARB_HAS_FIELD follows the producer's struct_size") {
+  arb_plugin_descriptor d{};
+  d.struct_size = ARB_PLUGIN_DESCRIPTOR_MIN_SIZE;
+  CHECK(ARB_HAS_FIELD(arb_plugin_descriptor, &d, kernel_count));
+  CHECK_FALSE(ARB_HAS_FIELD(arb_plugin_descriptor, &d, description));
+  CHECK_FALSE(ARB_HAS_FIELD(arb_plugin_descriptor, &d, release));
+  d.struct_size = sizeof d;
+  CHECK(ARB_HAS_FIELD(arb_plugin_descriptor, &d, release));
+}

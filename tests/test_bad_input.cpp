@@ -1,0 +1,337 @@
+// Bad input to every public function: the right status and a message that names the
+// problem. Nothing aborts, nothing is written.
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using arbiter::test::Tensor;
+
+namespace {
+
+// A context over the shipped plugins, created through the public API.
+struct PublicContext {
+  PublicContext() {
+    const std::string toml = arbiter::test::config_loading(arbiter::test::shipped_plugins());
+    arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
+    options.config_toml = toml.c_str();
+    REQUIRE(arb_context_create(&options, &ctx) == ARB_OK);
+  }
+  ~PublicContext() { arb_context_destroy(ctx); }
+  arb_context ctx = nullptr;
+};
+
+bool says(const char* needle) { return std::string(arb_last_error()).find(needle) != std::string::npos; }
+
+#define CHECK_STATUS(call, status, needle)                  \
+  do {                                                      \
+    CHECK((call) == (status));                              \
+    CHECK_MESSAGE(says(needle), "last error: ", arb_last_error()); \
+  } while (0)
+
+// Operands of a valid 4x6x5 f32 gemm with bias, and of rmsnorm/softmax on 3x5.
+struct Operands {
+  std::vector<float> a = std::vector<float>(20, 0.5f), b = std::vector<float>(30, 0.25f), d = std::vector<float>(24, NAN),
+                     c = std::vector<float>(24, 1.0f), bias = std::vector<float>(6, 0.1f), x = std::vector<float>(15, 1.0f),
+                     y = std::vector<float>(15, NAN), w = std::vector<float>(5, 1.0f);
+};
+
+}  // namespace
+
+TEST_CASE("status strings and the last error") {
+  for (int s = ARB_OK; s <= ARB_ERR_INTERNAL; ++s) CHECK(std::string(arb_status_string(static_cast<arb_status>(s))).rfind("ARB_", 0) == 0);
+  CHECK(std::string(arb_status_string(1234)) == "ARB_ERR_UNKNOWN");
+  CHECK(arb_gemm(nullptr, nullptr, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(arb_last_error()) != "");
+  CHECK(arb_context_destroy(nullptr) == ARB_OK);
+  CHECK(std::string(arb_last_error()).empty());  // cleared by a success
+  CHECK(std::string(arb_library_version()).find('.') != std::string::npos);
+}
+
+TEST_CASE("arb_context_create rejects bad options") {
+  arb_context ctx = reinterpret_cast<arb_context>(0x1);
+  CHECK_STATUS(arb_context_create(nullptr, nullptr), ARB_ERR_INVALID_ARGUMENT, "context (the output) is NULL");
+  arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
+  options.struct_size = 4;
+  CHECK_STATUS(arb_context_create(&options, &ctx), ARB_ERR_INVALID_ARGUMENT, "struct_size");
+  CHECK(ctx == nullptr);
+  options = ARB_CONTEXT_OPTIONS_INIT;
+  options.config_path = "a.toml";
+  options.config_toml = "";
+  CHECK_STATUS(arb_context_create(&options, &ctx), ARB_ERR_INVALID_ARGUMENT, "not both");
+  options.config_toml = nullptr;
+  options.config_path = "/nonexistent/arbiter.toml";
+  CHECK_STATUS(arb_context_create(&options, &ctx), ARB_ERR_CONFIG, "/nonexistent/arbiter.toml");
+  options.config_path = nullptr;
+  options.config_toml = "log_level = 3";
+  CHECK_STATUS(arb_context_create(&options, &ctx), ARB_ERR_CONFIG, "<config_toml>:1:13");
+  CHECK(ctx == nullptr);
+}
+
+TEST_CASE("arb_gemm: null, dtype, shape, stride and value errors") {
+  PublicContext pc;
+  Operands o;
+  Tensor a(o.a.data(), {4, 5}), b(o.b.data(), {5, 6}), d(o.d.data(), {4, 6}), c(o.c.data(), {4, 6}), bias(o.bias.data(), {6});
+  auto args = [&] {
+    arb_gemm_args g = ARB_GEMM_ARGS_INIT;
+    g.a = &a.t;
+    g.b = &b.t;
+    g.d = &d.t;
+    return g;
+  };
+  arb_gemm_args g = args();
+  REQUIRE(arb_gemm(pc.ctx, &g, nullptr) == ARB_OK);  // the valid baseline
+  CHECK(o.d[0] == doctest::Approx(0.625f));
+
+  CHECK_STATUS(arb_gemm(nullptr, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "context is NULL");
+  CHECK_STATUS(arb_gemm(pc.ctx, nullptr, nullptr), ARB_ERR_INVALID_ARGUMENT, "args is NULL");
+  g.struct_size = 16;
+  CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "struct_size");
+  g = args();
+  g.a = nullptr;
+  CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "a is NULL");
+  g = args();
+  g.d = nullptr;
+  CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "d is NULL");
+  {
+    Tensor no_data(nullptr, {4, 5});
+    g = args();
+    g.a = &no_data.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "a.data is NULL");
+  }
+  {
+    Tensor ints(o.a.data(), {4, 5}, DLDataType{kDLInt, 32, 1});
+    g = args();
+    g.a = &ints.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "unsupported dtype");
+  }
+  {
+    Tensor half(o.b.data(), {5, 6}, DLDataType{kDLFloat, 16, 1});
+    g = args();
+    g.b = &half.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "b has dtype f16, but the first operand has f32");
+  }
+  {
+    Tensor wrong_k(o.b.data(), {4, 6});
+    g = args();
+    g.b = &wrong_k.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "b must be [5, 6], got [4, 6]");
+  }
+  {
+    Tensor wrong_d(o.d.data(), {6, 4});
+    g = args();
+    g.d = &wrong_d.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "d must be [4, 6]");
+  }
+  {
+    Tensor column_major(o.a.data(), {4, 5}, DLDataType{kDLFloat, 32, 1}, {1, 4});
+    g = args();
+    g.a = &column_major.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "last dimension must be contiguous");
+  }
+  {
+    Tensor overlapping_rows(o.a.data(), {4, 5}, DLDataType{kDLFloat, 32, 1}, {3, 1});
+    g = args();
+    g.a = &overlapping_rows.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "row stride 3 is below the row length 5");
+  }
+  {
+    Tensor batched(o.a.data(), {1, 4, 5});
+    g = args();
+    g.a = &batched.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_UNSUPPORTED, "batched gemm");
+  }
+  {
+    Tensor empty(o.a.data(), {0, 5});
+    g = args();
+    g.a = &empty.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "sizes must be >= 1");
+  }
+  {
+    Tensor gpu(o.d.data(), {4, 6});
+    gpu.t.device = {kDLCUDA, 0};
+    g = args();
+    g.d = &gpu.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "d is on cuda:0");
+  }
+  {
+    Tensor unknown_device(o.a.data(), {4, 5});
+    const int32_t opencl_or_worse = 99;  // not a DLDeviceType value at all
+    std::memcpy(&unknown_device.t.device.device_type, &opencl_or_worse, sizeof opencl_or_worse);
+    g = args();
+    g.a = &unknown_device.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_UNSUPPORTED, "device type 99 is not supported");
+  }
+  {
+    Tensor lanes(o.a.data(), {4, 5}, DLDataType{kDLFloat, 32, 4});
+    g = args();
+    g.a = &lanes.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "lanes");
+  }
+  g = args();
+  g.beta = 1.0f;
+  CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "beta != 0 but c is NULL");
+  {
+    Tensor short_bias(o.bias.data(), {5});
+    g = args();
+    g.bias = &short_bias.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "bias must be 1-D of size n = 6");
+  }
+  g = args();
+  g.activation = 99;
+  CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "unknown activation");
+  g = args();
+  g.trans_a = 2;
+  CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "trans_a must be 0 or 1");
+  {
+    Tensor c_same_memory(o.d.data(), {4, 6}, DLDataType{kDLFloat, 32, 1}, {5, 1});
+    g = args();
+    g.beta = 1.0f;
+    g.c = &c_same_memory.t;  // c shares d's memory: only exactly d (same strides) is allowed
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "row stride 5 is below");
+    Tensor c_other_stride(o.d.data(), {2, 6}, DLDataType{kDLFloat, 32, 1}, {12, 1});
+    Tensor d_two_rows(o.d.data(), {2, 6});
+    Tensor a_two_rows(o.a.data(), {2, 5});
+    g.a = &a_two_rows.t;
+    g.d = &d_two_rows.t;
+    g.c = &c_other_stride.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &g, nullptr), ARB_ERR_INVALID_ARGUMENT, "c and d share memory but have different row strides");
+  }
+  for (float v : o.c) CHECK(v == 1.0f);  // no failed call wrote anything it should not
+  g = args();
+  g.c = &c.t;
+  g.beta = 0.5f;
+  g.bias = &bias.t;
+  CHECK(arb_gemm(pc.ctx, &g, nullptr) == ARB_OK);
+  CHECK(o.d[0] == doctest::Approx(0.625f + 0.5f + 0.1f));
+}
+
+TEST_CASE("arb_rmsnorm and arb_softmax: shape, stride and aliasing errors") {
+  PublicContext pc;
+  Operands o;
+  Tensor x(o.x.data(), {3, 5}), y(o.y.data(), {3, 5}), w(o.w.data(), {5});
+  arb_rmsnorm_args r = ARB_RMSNORM_ARGS_INIT;
+  r.x = &x.t;
+  r.weight = &w.t;
+  r.y = &y.t;
+  REQUIRE(arb_rmsnorm(pc.ctx, &r, nullptr) == ARB_OK);
+  CHECK(o.y[0] == doctest::Approx(1.0f).epsilon(1e-5));
+
+  CHECK_STATUS(arb_rmsnorm(pc.ctx, nullptr, nullptr), ARB_ERR_INVALID_ARGUMENT, "args is NULL");
+  arb_rmsnorm_args bad = r;
+  bad.weight = nullptr;
+  CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "weight is NULL");
+  {
+    Tensor w4(o.w.data(), {4});
+    bad = r;
+    bad.weight = &w4.t;
+    CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "weight must be 1-D of size 5");
+  }
+  {
+    Tensor y_wrong(o.y.data(), {5, 3});
+    bad = r;
+    bad.y = &y_wrong.t;
+    CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y must have the shape of x");
+  }
+  bad = r;
+  bad.y = &x.t;
+  CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y must not overlap x");
+  bad = r;
+  bad.eps = -1.0f;
+  CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "eps must be >= 0");
+  {
+    // 3-D [3, 1, 5] whose leading dims cannot collapse into one row stride.
+    std::vector<float> big(64, 1.0f);
+    Tensor x3(big.data(), {3, 2, 5}, DLDataType{kDLFloat, 32, 1}, {20, 6, 1});
+    Tensor y3(o.y.data(), {3, 5});
+    bad = r;
+    bad.x = &x3.t;
+    CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "do not collapse into rows");
+  }
+  {
+    Tensor r_wrong(o.c.data(), {3, 4});
+    bad = r;
+    bad.residual = &r_wrong.t;
+    CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "residual must have the shape of x");
+  }
+
+  arb_softmax_args s = ARB_SOFTMAX_ARGS_INIT;
+  s.x = &x.t;
+  s.y = &y.t;
+  REQUIRE(arb_softmax(pc.ctx, &s, nullptr) == ARB_OK);
+  CHECK(o.y[0] == doctest::Approx(0.2f));
+  CHECK_STATUS(arb_softmax(nullptr, &s, nullptr), ARB_ERR_INVALID_ARGUMENT, "context is NULL");
+  arb_softmax_args sbad = s;
+  sbad.y = nullptr;
+  CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y is NULL");
+  sbad = s;
+  sbad.y = &x.t;
+  CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y must not overlap x");
+  {
+    Tensor bf(o.y.data(), {3, 5}, DLDataType{kDLBfloat, 16, 1});
+    sbad = s;
+    sbad.y = &bf.t;
+    CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y has dtype bf16");
+  }
+  {
+    Tensor scalar(o.x.data(), {});
+    sbad = s;
+    sbad.x = &scalar.t;
+    CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "at least one dimension");
+  }
+  sbad = s;
+  sbad.struct_size = 8;
+  CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "struct_size");
+}
+
+TEST_CASE("arb_explain and arb_explain_problem: buffer sizes and bad problems") {
+  PublicContext pc;
+  size_t length = 0;
+  CHECK_STATUS(arb_explain_problem(pc.ctx, "gemm f32 m=8 n=8 k=8", nullptr, 0, &length), ARB_ERR_BUFFER_TOO_SMALL,
+               "bytes");
+  CHECK(length > 20);
+  std::string text(length, '\0');
+  CHECK(arb_explain_problem(pc.ctx, "gemm f32 m=8 n=8 k=8", text.data(), 10, &length) == ARB_ERR_BUFFER_TOO_SMALL);
+  REQUIRE(arb_explain_problem(pc.ctx, "gemm f32 m=8 n=8 k=8", text.data(), text.size(), &length) == ARB_OK);
+  CHECK(text.find(arbiter::test::preferred_small_gemm()) != std::string::npos);
+  CHECK(text.back() == '\0');
+
+  CHECK_STATUS(arb_explain_problem(pc.ctx, nullptr, nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "problem is NULL");
+  CHECK_STATUS(arb_explain_problem(pc.ctx, "conv f32 m=1", nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "unknown op 'conv'");
+  CHECK_STATUS(arb_explain_problem(pc.ctx, "gemm f64 m=1 n=1 k=1", nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "unknown dtype 'f64'");
+  CHECK_STATUS(arb_explain_problem(pc.ctx, "gemm f32 m=1 n=1", nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "needs 'k='");
+  CHECK_STATUS(arb_explain_problem(pc.ctx, "gemm f32 m=1 n=1 k=1 wat=3", nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "unknown field 'wat'");
+  CHECK_STATUS(arb_explain_problem(pc.ctx, "gemm f32 m=x n=1 k=1", nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "expected an integer");
+  CHECK_STATUS(arb_explain_problem(pc.ctx, "gemm f32 m=4 n=4 k=4 lda=2", nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "lda = 2 is below");
+  CHECK_STATUS(arb_explain_problem(nullptr, "gemm f32 m=1 n=1 k=1", nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "context is NULL");
+
+  Operands o;
+  Tensor x(o.x.data(), {3, 5}), y(o.y.data(), {3, 5});
+  arb_softmax_args s = ARB_SOFTMAX_ARGS_INIT;
+  s.x = &x.t;
+  s.y = &y.t;
+  char report[4096];
+  REQUIRE(arb_explain(pc.ctx, ARB_OP_SOFTMAX, &s, report, sizeof report, &length) == ARB_OK);
+  CHECK(std::string(report).find("cpu.softmax") != std::string::npos);
+  CHECK_STATUS(arb_explain(pc.ctx, 42, &s, report, sizeof report, &length), ARB_ERR_INVALID_ARGUMENT, "unknown op 42");
+  CHECK_STATUS(arb_explain(pc.ctx, ARB_OP_GEMM, nullptr, report, sizeof report, &length), ARB_ERR_INVALID_ARGUMENT, "args is NULL");
+}
+
+TEST_CASE("introspection: indices and info structs are checked") {
+  PublicContext pc;
+  size_t count = 0;
+  CHECK_STATUS(arb_plugin_count(pc.ctx, nullptr), ARB_ERR_INVALID_ARGUMENT, "count is NULL");
+  REQUIRE(arb_plugin_count(pc.ctx, &count) == ARB_OK);
+  arb_plugin_info info = ARB_PLUGIN_INFO_INIT;
+  CHECK_STATUS(arb_plugin_get_info(pc.ctx, count, &info), ARB_ERR_INVALID_ARGUMENT, "out of range");
+  CHECK_STATUS(arb_plugin_get_info(pc.ctx, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "info is NULL");
+  info.struct_size = 8;
+  CHECK_STATUS(arb_plugin_get_info(pc.ctx, 0, &info), ARB_ERR_INVALID_ARGUMENT, "struct_size");
+  arb_kernel_info kernel = ARB_KERNEL_INFO_INIT;
+  CHECK_STATUS(arb_kernel_get_info(pc.ctx, 0, 1000, &kernel), ARB_ERR_INVALID_ARGUMENT, "kernel index 1000 out of range");
+  CHECK_STATUS(arb_plugin_count(nullptr, &count), ARB_ERR_INVALID_ARGUMENT, "context is NULL");
+}

@@ -1,0 +1,251 @@
+// Every op x dtype x transpose x epilogue of each CPU plugin against the reference plugin
+// on random data, with edge shapes (1, primes, non-multiples of the block sizes, padded
+// leading dimensions). And the reference itself against a naive computation here.
+#include "common/names.hpp"
+#include "device/problem_buffers.hpp"
+#include "dispatch/problem.hpp"
+#include "dispatch/problem_text.hpp"
+#include "activation.hpp"
+#include "test_support.hpp"
+#include "tune/accuracy.hpp"
+
+#include <arbiter/float16.hpp>
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+using namespace arbiter;
+
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+  int64_t pad;  // added to every leading dimension
+};
+
+// Small shapes (gemm_small handles up to 64): 1, primes, just under and at the limit,
+// not multiples of the 6 x 16 register block.
+const std::vector<Shape> kSmall = {{1, 1, 1, 0}, {7, 13, 5, 3}, {64, 64, 64, 0}, {17, 1, 31, 1},
+                                   {6, 16, 8, 5}, {2, 64, 61, 0}, {64, 3, 64, 2}, {13, 47, 1, 0}};
+const std::vector<Shape> kLarger = {{65, 97, 129, 0}, {1, 200, 67, 4}, {130, 1, 70, 1}};
+
+Context& shared_context() {
+  static const auto context = test::make_context(test::config_loading(test::shipped_plugins()));
+  return *context;
+}
+
+// Runs `kernel` and the reference on the same random inputs and checks: the outputs agree
+// within the dtype's tolerance, no input changed, nothing outside the outputs' rows x cols
+// (the row padding) was written.
+void check_against_reference(const std::string& kernel_name, const std::string& problem_text, uint64_t seed) {
+  CAPTURE(kernel_name);
+  CAPTURE(problem_text);
+  Context& context = shared_context();
+  const KernelRecord* kernel = context.registry().find(kernel_name);
+  REQUIRE(kernel != nullptr);
+  const ParsedProblem parsed = parse_problem(problem_text);
+  const KernelRecord* reference =
+      context.registry().find("reference." + std::string(op_name(parsed.problem.op)));
+  REQUIRE(reference != nullptr);
+
+  ProblemBuffers buffers(parsed.problem, parsed.alpha, parsed.beta, parsed.eps);
+  buffers.randomize(seed, seed % 2 ? Distribution::normal : Distribution::uniform);
+  const ProblemBuffers before = buffers;
+  ProblemBuffers expected = buffers;
+  context.run_kernel(*kernel, parsed.problem, buffers.operands(), nullptr);
+  context.run_kernel(*reference, parsed.problem, expected.operands(), nullptr);
+
+  const Comparison c = compare_outputs(buffers, expected);
+  CHECK(c.finite);
+  CHECK_MESSAGE(c.error <= tolerance_for(parsed.problem.dtype), "relative error ", c.error, " in ", c.worst);
+
+  const size_t element = dtype_size(parsed.problem.dtype);
+  for (size_t i = 0; i < buffers.all().size(); ++i) {
+    const auto& now = buffers.all()[i];
+    const auto& then = before.all()[i];
+    CAPTURE(now.name);
+    if (!now.is_output) {
+      CHECK(std::memcmp(now.buffer.data(), then.buffer.data(), now.buffer.size()) == 0);
+      continue;
+    }
+    for (int64_t r = 0; r < now.rows; ++r) {  // the padding between rows is not the kernel's
+      const size_t begin = static_cast<size_t>(r * now.ld + now.cols) * element;
+      const size_t end = std::min(now.buffer.size(), static_cast<size_t>((r + 1) * now.ld) * element);
+      if (begin < end) CHECK(std::memcmp(now.buffer.data() + begin, then.buffer.data() + begin, end - begin) == 0);
+    }
+  }
+}
+
+void check_gemm_kernel(const std::string& kernel, const std::vector<Shape>& shapes) {
+  uint64_t index = 0;
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    for (int ta = 0; ta < 2; ++ta) {
+      for (int tb = 0; tb < 2; ++tb) {
+        for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "silu"}) {
+          for (int bias = 0; bias < 2; ++bias) {
+            for (int s = 0; s < 2; ++s, ++index) {  // two shapes per combination, rotating
+              const Shape& shape = shapes[(index * 3 + static_cast<uint64_t>(s)) % shapes.size()];
+              const int64_t lda = (ta ? shape.m : shape.k) + shape.pad;
+              const int64_t ldb = (tb ? shape.k : shape.n) + shape.pad;
+              const int64_t ldd = shape.n + shape.pad;
+              std::string text = fmt::format("gemm {} m={} n={} k={} ta={} tb={} act={} bias={} lda={} ldb={} ldd={}",
+                                             dtype, shape.m, shape.n, shape.k, ta, tb, act, bias, lda, ldb, ldd);
+              switch (index % 3) {  // C: absent, a separate matrix, or D itself
+                case 1: text += fmt::format(" beta=0.5 ldc={} alpha=1.5", shape.n + 2 * shape.pad); break;
+                case 2: text += " beta=1 inplace=1 alpha=-1"; break;
+                default: break;
+              }
+              check_against_reference(kernel, text, index);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void check_row_kernel(const std::string& kernel, const char* op) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {1, 7}, {3, 8}, {5, 17}, {2, 4099}, {16, 64}, {4, 1000}};
+  uint64_t index = 0;
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    for (const auto& [rows, cols] : shapes) {
+      for (int variant = 0; variant < 2; ++variant, ++index) {
+        const int64_t pad = variant ? 3 : 0;
+        std::string text = fmt::format("{} {} rows={} cols={} ldx={} ldy={}", op, dtype, rows, cols, cols + pad, cols + 2 * pad);
+        if (std::string(op) == "rmsnorm") text += fmt::format(" eps=1e-5 residual={}", variant);
+        if (std::string(op) == "rmsnorm" && variant) text += fmt::format(" ldr={}", cols + 1);
+        check_against_reference(kernel, text, 1000 + index);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cpu.gemm_small_avx2 matches the reference: every dtype, transpose and epilogue, edge shapes") {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !__builtin_cpu_supports("f16c")) {
+    MESSAGE("skipped: this CPU lacks AVX2, FMA or F16C");
+    return;
+  }
+  check_gemm_kernel("cpu.gemm_small_avx2", kSmall);
+}
+
+TEST_CASE("cpu.gemm_small_avx512 matches the reference: every dtype, transpose and epilogue, edge shapes") {
+  if (!__builtin_cpu_supports("avx512f")) {
+    MESSAGE("skipped: this CPU lacks AVX-512F");
+    return;
+  }
+  check_gemm_kernel("cpu.gemm_small_avx512", kSmall);
+}
+
+#ifdef ARBITER_TEST_HAVE_OPENBLAS
+TEST_CASE("openblas.sgemm matches the reference: every dtype, transpose and epilogue, edge shapes") {
+  std::vector<Shape> shapes = kSmall;
+  shapes.insert(shapes.end(), kLarger.begin(), kLarger.end());
+  check_gemm_kernel("openblas.sgemm", shapes);
+}
+#endif
+
+TEST_CASE("cpu.rmsnorm matches the reference, with and without the fused residual") {
+  check_row_kernel("cpu.rmsnorm", "rmsnorm");
+}
+
+TEST_CASE("cpu.softmax matches the reference") { check_row_kernel("cpu.softmax", "softmax"); }
+
+TEST_CASE("softmax is numerically stable: huge logits give no overflow") {
+  Context& context = shared_context();
+  for (const char* name : {"cpu.softmax", "reference.softmax"}) {
+    CAPTURE(name);
+    alignas(64) float x[12];
+    alignas(64) float y[12];
+    for (int i = 0; i < 12; ++i) x[i] = 1000.0f + static_cast<float>(i);
+    ParsedProblem parsed = parse_problem("softmax f32 rows=1 cols=12");
+    arb_operands o{};
+    o.struct_size = sizeof o;
+    o.x = x;
+    o.y = y;
+    context.run_kernel(*context.registry().find(name), parsed.problem, o, nullptr);
+    double sum = 0;
+    for (float v : y) {
+      CHECK(std::isfinite(v));
+      sum += v;
+    }
+    CHECK(sum == doctest::Approx(1.0));
+    CHECK(y[11] == doctest::Approx(1.0 / (1.0 + std::exp(-1.0) + std::exp(-2.0) + std::exp(-3.0) + std::exp(-4.0) +
+                                          std::exp(-5.0) + std::exp(-6.0) + std::exp(-7.0) + std::exp(-8.0) +
+                                          std::exp(-9.0) + std::exp(-10.0) + std::exp(-11.0)))
+                          .epsilon(1e-5));
+  }
+}
+
+// The reference is the oracle, so it is checked here against a naive computation written
+// independently, in double, straight from the definitions.
+TEST_CASE("the reference plugin matches a naive computation") {
+  Context& context = shared_context();
+  SUBCASE("gemm") {
+    for (const char* text : {"gemm f32 m=5 n=7 k=3 ta=1 act=gelu_tanh bias=1 beta=0.5 alpha=2",
+                             "gemm bf16 m=4 n=9 k=11 tb=1 act=silu lda=12 ldb=13 ldd=10",
+                             "gemm f16 m=3 n=3 k=17 act=gelu bias=1 beta=-1 inplace=1",
+                             "gemm f32 m=6 n=2 k=5 ta=1 tb=1 act=relu"}) {
+      CAPTURE(text);
+      const ParsedProblem parsed = parse_problem(text);
+      const arb_problem& p = parsed.problem;
+      ProblemBuffers buffers(p, parsed.alpha, parsed.beta, parsed.eps);
+      buffers.randomize(7);
+      const ProblemBuffers inputs = buffers;
+      context.run_kernel(*context.registry().find("reference.gemm"), p, buffers.operands(), nullptr);
+      const auto& a = *inputs.find("a");
+      const auto& b = *inputs.find("b");
+      const auto* c = inputs.find(p.c_is_d ? "d" : "c");
+      const auto* bias = inputs.find("bias");
+      const auto& d = *buffers.find("d");
+      for (int64_t i = 0; i < p.m; ++i) {
+        for (int64_t j = 0; j < p.n; ++j) {
+          double acc = 0;
+          for (int64_t q = 0; q < p.k; ++q)
+            acc += (p.trans_a ? inputs.element(a, q, i) : inputs.element(a, i, q)) *
+                   (p.trans_b ? inputs.element(b, j, q) : inputs.element(b, q, j));
+          double v = parsed.alpha * acc;
+          if (p.has_c) v += parsed.beta * inputs.element(*c, i, j);
+          if (p.has_bias) v += inputs.element(*bias, 0, j);
+          v = plugins::activate<double>(p.activation, v);
+          CHECK(buffers.element(d, i, j) == doctest::Approx(v).epsilon(tolerance_for(p.dtype)));
+        }
+      }
+    }
+  }
+  SUBCASE("rmsnorm with residual") {
+    const ParsedProblem parsed = parse_problem("rmsnorm f32 rows=3 cols=5 residual=1 eps=0.01 ldx=6");
+    const arb_problem& p = parsed.problem;
+    ProblemBuffers buffers(p, 1, 0, parsed.eps);
+    buffers.randomize(3);
+    const ProblemBuffers inputs = buffers;
+    context.run_kernel(*context.registry().find("reference.rmsnorm"), p, buffers.operands(), nullptr);
+    for (int64_t r = 0; r < p.rows; ++r) {
+      double h[5], ss = 0;
+      for (int64_t c = 0; c < 5; ++c) {
+        h[c] = inputs.element(*inputs.find("x"), r, c) + inputs.element(*inputs.find("residual"), r, c);
+        ss += h[c] * h[c];
+        CHECK(buffers.element(*buffers.find("x"), r, c) == doctest::Approx(h[c]));  // the sum written back
+      }
+      for (int64_t c = 0; c < 5; ++c) {
+        const double want = h[c] / std::sqrt(ss / 5 + 0.01) * inputs.element(*inputs.find("weight"), 0, c);
+        CHECK(buffers.element(*buffers.find("y"), r, c) == doctest::Approx(want).epsilon(1e-6));
+      }
+    }
+  }
+  SUBCASE("softmax") {
+    const ParsedProblem parsed = parse_problem("softmax f32 rows=2 cols=4 ldy=9");
+    ProblemBuffers buffers(parsed.problem, 1, 0, 0);
+    buffers.randomize(5);
+    context.run_kernel(*context.registry().find("reference.softmax"), parsed.problem, buffers.operands(), nullptr);
+    for (int64_t r = 0; r < 2; ++r) {
+      double e[4], sum = 0;
+      for (int64_t c = 0; c < 4; ++c) sum += (e[c] = std::exp(buffers.element(*buffers.find("x"), r, c)));
+      for (int64_t c = 0; c < 4; ++c)
+        CHECK(buffers.element(*buffers.find("y"), r, c) == doctest::Approx(e[c] / sum).epsilon(1e-6));
+    }
+  }
+}

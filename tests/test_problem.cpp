@@ -1,0 +1,97 @@
+// The problem syntax and canonical keys.
+#include "common/failure.hpp"
+#include "dispatch/problem.hpp"
+#include "dispatch/problem_text.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace arbiter;
+
+TEST_CASE("parse: the issue's example and defaults") {
+  const ParsedProblem parsed = parse_problem("gemm bf16 m=128 n=4096 k=4096 tb=1 act=gelu");
+  const arb_problem& p = parsed.problem;
+  CHECK(p.op == ARB_OP_GEMM);
+  CHECK(p.dtype == ARB_DTYPE_BF16);
+  CHECK(p.m == 128);
+  CHECK(p.n == 4096);
+  CHECK(p.k == 4096);
+  CHECK(p.trans_a == 0);
+  CHECK(p.trans_b == 1);
+  CHECK(p.activation == ARB_ACT_GELU_ERF);  // "gelu" is the exact form, as in PyTorch
+  CHECK(p.lda == 4096);
+  CHECK(p.ldb == 4096);  // B stored [n, k]
+  CHECK(p.ldd == 4096);
+  CHECK(p.has_c == 0);
+  CHECK(p.batch == 1);
+  CHECK(p.alignment == 256);
+  CHECK(p.device_type == kDLCPU);
+  CHECK(parsed.alpha == 1.0f);
+}
+
+TEST_CASE("parse: alignment follows the row strides in bytes") {
+  CHECK(parse_problem("gemm f32 m=3 n=5 k=7").problem.alignment == 4);
+  CHECK(parse_problem("gemm f16 m=3 n=8 k=8").problem.alignment == 16);
+  CHECK(parse_problem("softmax bf16 rows=2 cols=64").problem.alignment == 128);
+  CHECK(parse_problem("softmax bf16 rows=2 cols=64 align=16").problem.alignment == 16);
+  CHECK_THROWS_AS(parse_problem("softmax bf16 rows=2 cols=64 align=12"), Failure);
+}
+
+TEST_CASE("problem keys round-trip through the parser") {
+  for (const char* text : {"gemm bf16 m=128 n=4096 k=4096 tb=1 act=gelu",
+                           "gemm f32 m=3 n=5 k=7 ta=1 act=silu bias=1 beta=0.5 ldc=9",
+                           "gemm f16 m=64 n=64 k=64 beta=1 inplace=1 act=gelu_tanh lda=72",
+                           "rmsnorm f16 rows=32 cols=4096 residual=1 ldr=5000",
+                           "rmsnorm f32 rows=1 cols=7", "softmax f32 rows=64 cols=32000 ldy=32008",
+                           "softmax f32 rows=1 cols=8 device=cuda:1"}) {
+    CAPTURE(text);
+    const arb_problem p = parse_problem(text).problem;
+    const std::string key = problem_key(p);
+    CAPTURE(key);
+    const arb_problem again = parse_problem(key).problem;
+    CHECK(same_problem(p, again));
+    CHECK(problem_hash(p) == problem_hash(again));
+    CHECK(problem_key(again) == key);
+  }
+  CHECK(problem_key(parse_problem("gemm f32 m=8 n=16 k=4").problem) ==
+        "gemm f32 m=8 n=16 k=4 ta=0 tb=0 act=none bias=0 beta=0 lda=4 ldb=16 ldd=16 align=16 device=cpu");
+}
+
+TEST_CASE("different problems have different keys") {
+  const arb_problem a = parse_problem("gemm f32 m=8 n=16 k=4").problem;
+  for (const char* other : {"gemm f32 m=8 n=16 k=5", "gemm f16 m=8 n=16 k=4", "gemm f32 m=8 n=16 k=4 tb=1",
+                            "gemm f32 m=8 n=16 k=4 act=relu", "gemm f32 m=8 n=16 k=4 bias=1",
+                            "gemm f32 m=8 n=16 k=4 beta=2", "gemm f32 m=8 n=16 k=4 ldd=17",
+                            "gemm f32 m=8 n=16 k=4 device=cuda"}) {
+    CAPTURE(other);
+    const arb_problem b = parse_problem(other).problem;
+    CHECK_FALSE(same_problem(a, b));
+    CHECK(problem_key(a) != problem_key(b));
+  }
+}
+
+TEST_CASE("parse errors name the offending word") {
+  auto message = [](const char* text) {
+    try {
+      parse_problem(text);
+    } catch (const Failure& e) {
+      CHECK(e.status() == ARB_ERR_INVALID_ARGUMENT);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(message("") .find("expected '<op> <dtype>") != std::string::npos);
+  CHECK(message("gemm") .find("expected '<op> <dtype>") != std::string::npos);
+  CHECK(message("gemm f32 m=1 n=1 k=1 m=2").find("'m' given twice") != std::string::npos);
+  CHECK(message("gemm f32 m=1 n=1 k=1 act=tanh").find("unknown activation 'tanh'") != std::string::npos);
+  CHECK(message("gemm f32 m=1 n=1 k=1 tb=2").find("'tb=2': expected 0 or 1") != std::string::npos);
+  CHECK(message("gemm f32 m=1 n=1 k=1 beta=x").find("'beta=x': expected a number") != std::string::npos);
+  CHECK(message("gemm f32 m=1 n=1 k=1 inplace=1").find("inplace=1 needs a non-zero beta") != std::string::npos);
+  CHECK(message("gemm f32 m=0 n=1 k=1").find("sizes must be >= 1") != std::string::npos);
+  CHECK(message("softmax f32 rows=2 cols=8 residual=1").find("unknown field 'residual'") != std::string::npos);
+  CHECK(message("softmax f32 rows=2 cols=8 device=tpu").find("unknown device 'tpu'") != std::string::npos);
+  CHECK(message("softmax f32 rows=2 cols=8 ldx=4").find("ldx = 4 is below") != std::string::npos);
+  CHECK(message("gemm f32 m=1 n=1 k=1 bogus").find("'bogus': expected key=value") != std::string::npos);
+  CHECK(message("softmax f32 rows=2 cols=8 beta=7").find("unknown field 'beta'") != std::string::npos);
+  CHECK(message("gemm f32 m=1 n=1 k=1 eps=0.1").find("unknown field 'eps'") != std::string::npos);
+  CHECK(message("rmsnorm f32 rows=2 cols=8 eps=-1").find("eps=-1 must be >= 0") != std::string::npos);
+}

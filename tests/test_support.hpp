@@ -1,0 +1,79 @@
+// Helpers shared by the test suites.
+#pragma once
+
+#include "config/config.hpp"
+#include "context.hpp"
+
+#include <arbiter/arbiter.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace arbiter::test {
+
+inline std::string plugin_file(const std::string& name) {
+  return std::string(ARBITER_TEST_PLUGIN_DIR) + "/arbiter_" + name + ".so";
+}
+inline std::string fixture_file(const std::string& name) {
+  return std::string(ARBITER_TEST_FIXTURE_DIR) + "/arbiter_" + name + ".so";
+}
+
+// TOML for a context that loads exactly these plugin files (no default search).
+inline std::string config_loading(const std::vector<std::string>& files, const std::string& extra = "") {
+  std::string toml = "log_level = \"error\"\n[plugins]\nsearch_default_paths = false\npaths = [";
+  for (size_t i = 0; i < files.size(); ++i) toml += (i ? ", \"" : "\"") + files[i] + "\"";
+  return toml + "]\n" + extra;
+}
+
+// The shipped CPU plugins.
+inline std::vector<std::string> shipped_plugins() {
+  std::vector<std::string> files = {plugin_file("reference"), plugin_file("cpu")};
+#ifdef ARBITER_TEST_HAVE_OPENBLAS
+  files.push_back(plugin_file("openblas"));
+#endif
+  return files;
+}
+
+// The small-gemm kernel dispatch prefers on this CPU.
+inline std::string preferred_small_gemm() {
+  return __builtin_cpu_supports("avx512f") ? "cpu.gemm_small_avx512" : "cpu.gemm_small_avx2";
+}
+
+inline std::unique_ptr<Context> make_context(const std::string& toml) {
+  return std::make_unique<Context>(parse_config(toml, "<test>", ""));
+}
+
+inline const PluginRecord* plugin_named(const Context& context, const std::string& name) {
+  for (const auto& p : context.registry().plugins())
+    if (p->name == name) return p.get();
+  return nullptr;
+}
+
+inline const PluginRecord* plugin_at_path(const Context& context, const std::string& path) {
+  for (const auto& p : context.registry().plugins())
+    if (p->path == path) return p.get();
+  return nullptr;
+}
+
+// A 1-D or 2-D DLTensor over caller-owned storage for the public-API tests.
+struct Tensor {
+  Tensor(void* data, std::vector<int64_t> shape, DLDataType dtype = {kDLFloat, 32, 1},
+         std::vector<int64_t> strides = {})
+      : shape_(std::move(shape)), strides_(std::move(strides)) {
+    t.data = data;
+    t.device = {kDLCPU, 0};
+    t.ndim = static_cast<int>(shape_.size());
+    t.dtype = dtype;
+    t.shape = shape_.data();
+    t.strides = strides_.empty() ? nullptr : strides_.data();
+    t.byte_offset = 0;
+  }
+  Tensor(const Tensor&) = delete;
+  DLTensor t{};
+
+ private:
+  std::vector<int64_t> shape_, strides_;
+};
+
+}  // namespace arbiter::test
