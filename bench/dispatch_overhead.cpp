@@ -1,0 +1,226 @@
+// arbiter_bench_dispatch <mode> <calls> [plugin-file]
+//
+// The workload of the dispatch-overhead measurement (bench/dispatch_overhead.sh runs it
+// under callgrind): `calls` launches of one tiny problem, either through libarbiter's
+// public C ABI or straight through the kernel's own function pointer.
+//
+//   api          arb_softmax(f32 rows=1 cols=8) through libarbiter (the shared library),
+//                after one warm-up call, so every timed call is a selection-cache hit
+//   direct       the same problem, prebuilt as arb_problem + arb_operands, handed to the
+//                kernel's arb_kernel.launch; the plugin file is dlopen'ed here and its
+//                arbiter_plugin_entry called with a minimal host API (no libarbiter)
+//   api_gemm     arb_gemm(f32 m=n=k=8) through libarbiter, warmed up likewise
+//   direct_gemm  the same gemm through cpu.gemm_small's launch pointer
+//
+// Instruction counts per call are then (Ir(calls2) - Ir(calls1)) / (calls2 - calls1): the
+// difference cancels start-up (context creation, plugin loading, warm-up), and api minus
+// direct is what dispatch adds to one call on a hit.
+//
+// The program prints one line, `mode=... op=... kernel=... calls=...`, so the script can
+// check that both sides ran the same kernel (api: the kernel arb_explain reports).
+#include <arbiter/arbiter.h>
+#include <arbiter/plugin.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#ifndef ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR
+#define ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR "../lib/arbiter/plugins"
+#endif
+
+namespace {
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "arbiter_bench_dispatch: %s\n", message.c_str());
+  std::exit(2);
+}
+
+void check(arb_status status, const char* what) {
+  if (status != ARB_OK)
+    die(std::string(what) + ": " + arb_status_string(status) + ": " + arb_last_error());
+}
+
+// The operands: small, never zero, the same values in every mode.
+struct Data {
+  alignas(64) float x[8];
+  alignas(64) float y[8];
+  alignas(64) float a[64];
+  alignas(64) float b[64];
+  alignas(64) float d[64];
+  Data() {
+    for (int i = 0; i < 8; ++i) x[i] = 0.25f * static_cast<float>(i) - 0.875f;
+    for (int i = 0; i < 64; ++i) {
+      a[i] = static_cast<float>((i * 7) % 13) / 13.0f - 0.4f;
+      b[i] = static_cast<float>((i * 5) % 11) / 11.0f - 0.6f;
+      d[i] = 0.0f;
+    }
+  }
+};
+
+bool is_gemm(const std::string& mode) { return mode == "api_gemm" || mode == "direct_gemm"; }
+
+// ---- api: through libarbiter's C ABI ---------------------------------------------------
+
+std::string chosen_kernel(arb_context ctx, arb_op op, const void* args) {
+  char report[8192];
+  size_t length = 0;
+  check(arb_explain(ctx, op, args, report, sizeof report, &length), "arb_explain");
+  const char* line = std::strstr(report, "kernel:");
+  if (line == nullptr) return "?";
+  line += std::strlen("kernel:");
+  while (*line == ' ') ++line;
+  const size_t n = std::strcspn(line, " \n");
+  return std::string(line, n);
+}
+
+void run_api(const std::string& mode, long calls, Data& data) {
+  arb_context ctx = nullptr;
+  check(arb_context_create(nullptr, &ctx), "arb_context_create");
+  const DLDevice cpu{kDLCPU, 0};
+  const DLDataType f32{kDLFloat, 32, 1};
+  std::string kernel;
+  if (!is_gemm(mode)) {
+    int64_t shape[2] = {1, 8};
+    DLTensor x{data.x, cpu, 2, f32, shape, nullptr, 0};
+    DLTensor y{data.y, cpu, 2, f32, shape, nullptr, 0};
+    arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
+    args.x = &x;
+    args.y = &y;
+    check(arb_softmax(ctx, &args, nullptr), "arb_softmax (warm-up)");  // the miss
+    kernel = chosen_kernel(ctx, ARB_OP_SOFTMAX, &args);
+    for (long i = 0; i < calls; ++i)
+      if (arb_softmax(ctx, &args, nullptr) != ARB_OK) check(ARB_ERR_INTERNAL, "arb_softmax");
+  } else {
+    int64_t shape[2] = {8, 8};
+    DLTensor a{data.a, cpu, 2, f32, shape, nullptr, 0};
+    DLTensor b{data.b, cpu, 2, f32, shape, nullptr, 0};
+    DLTensor d{data.d, cpu, 2, f32, shape, nullptr, 0};
+    arb_gemm_args args = ARB_GEMM_ARGS_INIT;
+    args.a = &a;
+    args.b = &b;
+    args.d = &d;
+    check(arb_gemm(ctx, &args, nullptr), "arb_gemm (warm-up)");
+    kernel = chosen_kernel(ctx, ARB_OP_GEMM, &args);
+    for (long i = 0; i < calls; ++i)
+      if (arb_gemm(ctx, &args, nullptr) != ARB_OK) check(ARB_ERR_INTERNAL, "arb_gemm");
+  }
+  std::printf("mode=%s op=%s kernel=%s calls=%ld\n", mode.c_str(), is_gemm(mode) ? "gemm" : "softmax",
+              kernel.c_str(), calls);
+  check(arb_context_destroy(ctx), "arb_context_destroy");
+}
+
+// ---- direct: the kernel's launch pointer, no libarbiter ---------------------------------
+
+void host_log(void*, int32_t level, const char* plugin, const char* message) {
+  if (level >= ARB_LOG_WARN) std::fprintf(stderr, "[%s] %s\n", plugin ? plugin : "?", message ? message : "");
+}
+
+std::string default_plugin_file() {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "arbiter_cpu.so";
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir.erase(dir.find_last_of('/') + 1);
+  return dir + ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR + "/arbiter_cpu.so";
+}
+
+const arb_kernel* load_kernel(const std::string& file, const char* name) {
+  void* library = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);  // as the host loads plugins
+  if (library == nullptr) die("dlopen " + file + ": " + ::dlerror());
+  auto entry = reinterpret_cast<arb_plugin_entry_fn>(::dlsym(library, ARB_PLUGIN_ENTRY_SYMBOL));
+  if (entry == nullptr) die(file + " does not export " ARB_PLUGIN_ENTRY_SYMBOL);
+  static const arb_host_api host = {sizeof(arb_host_api), ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR,
+                                    "arbiter_bench_dispatch", nullptr, &host_log};
+  const arb_plugin_descriptor* descriptor = nullptr;
+  char err[512] = "";
+  if (entry(&host, &descriptor, err, sizeof err) != ARB_OK || descriptor == nullptr)
+    die(file + ": arbiter_plugin_entry failed: " + err);
+  for (size_t i = 0; i < descriptor->kernel_count; ++i)
+    if (std::strcmp(descriptor->kernels[i]->name, name) == 0) return descriptor->kernels[i];
+  die(file + " has no kernel named " + name);
+}
+
+void run_direct(const std::string& mode, long calls, Data& data, const std::string& plugin_file) {
+  const char* name = is_gemm(mode) ? "gemm_small_avx2" : "softmax";
+  const arb_kernel* kernel = load_kernel(plugin_file, name);
+
+  // The problem exactly as the C ABI layer builds it for the api mode's call.
+  arb_problem problem;
+  std::memset(&problem, 0, sizeof problem);
+  problem.struct_size = sizeof problem;
+  problem.dtype = ARB_DTYPE_F32;
+  problem.device_type = kDLCPU;
+  problem.alignment = 32;  // every operand 64-byte aligned; the row strides are 32 bytes
+  arb_operands operands;
+  std::memset(&operands, 0, sizeof operands);
+  operands.struct_size = sizeof operands;
+  if (is_gemm(mode)) {
+    problem.op = ARB_OP_GEMM;
+    problem.m = problem.n = problem.k = 8;
+    problem.batch = 1;
+    problem.lda = problem.ldb = problem.ldd = 8;
+    operands.a = data.a;
+    operands.b = data.b;
+    operands.d = data.d;
+    operands.alpha = 1.0f;
+    operands.beta = 0.0f;
+  } else {
+    problem.op = ARB_OP_SOFTMAX;
+    problem.rows = 1;
+    problem.cols = 8;
+    problem.ld_x = problem.ld_y = 8;
+    operands.x = data.x;
+    operands.y = data.y;
+  }
+
+  char why[256] = "";
+  if (!kernel->supports(kernel->ctx, &problem, why, sizeof why))
+    die(std::string("the kernel refuses the problem: ") + why);
+  size_t workspace_bytes = 0;
+  if (kernel->workspace_size != nullptr && kernel->workspace_size(kernel->ctx, &problem, &workspace_bytes) != ARB_OK)
+    die("workspace_size failed");
+  void* workspace = workspace_bytes ? std::aligned_alloc(64, (workspace_bytes + 63) / 64 * 64) : nullptr;
+
+  const arb_launch_fn launch = kernel->launch;
+  void* const ctx = kernel->ctx;
+  char err[512];
+  if (launch(ctx, &problem, &operands, workspace, workspace_bytes, nullptr, err, sizeof err) != ARB_OK)
+    die(std::string("launch (warm-up): ") + err);
+  for (long i = 0; i < calls; ++i)
+    if (launch(ctx, &problem, &operands, workspace, workspace_bytes, nullptr, err, sizeof err) != ARB_OK)
+      die(std::string("launch: ") + err);
+  std::printf("mode=%s op=%s kernel=cpu.%s calls=%ld\n", mode.c_str(), is_gemm(mode) ? "gemm" : "softmax", name,
+              calls);
+  std::free(workspace);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3 || argc > 4) {
+    std::fprintf(stderr,
+                 "usage: arbiter_bench_dispatch <api|direct|api_gemm|direct_gemm> <calls> [plugin-file]\n"
+                 "  plugin-file (direct modes): default <bindir>/%s/arbiter_cpu.so\n",
+                 ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR);
+    return 2;
+  }
+  const std::string mode = argv[1];
+  char* end = nullptr;
+  const long calls = std::strtol(argv[2], &end, 10);
+  if (end == argv[2] || *end != '\0' || calls < 0) die("calls must be a non-negative integer");
+  Data data;
+  if (mode == "api" || mode == "api_gemm") {
+    run_api(mode, calls, data);
+  } else if (mode == "direct" || mode == "direct_gemm") {
+    run_direct(mode, calls, data, argc == 4 ? argv[3] : default_plugin_file());
+  } else {
+    die("unknown mode '" + mode + "' (api, direct, api_gemm, direct_gemm)");
+  }
+  return 0;
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Dispatch overhead in instructions per call, on a selection-cache hit, against calling the
+# kernel's function pointer directly. Instruction counts (callgrind's Ir) are repeatable,
+# unlike timings on a shared machine.
+#
+#   bench/dispatch_overhead.sh <build-dir> [keep-dir]
+#
+# Runs build-dir/bin/arbiter_bench_dispatch under `valgrind --tool=callgrind` in four modes
+# (api / direct for softmax f32 1x8, api_gemm / direct_gemm for gemm f32 8x8x8), each at two
+# call counts, and reports per mode (Ir(high) - Ir(low)) / (high - low): the difference
+# cancels everything that happens once (start-up, context creation, plugin loading, the
+# warm-up call that fills the selection cache). api - direct is the dispatch overhead.
+# Call counts: LOW and HIGH in the environment (default 1000 and 11000).
+# With keep-dir, the callgrind files are kept there (callgrind_annotate reads them).
+# BREAKDOWN=1 adds, for the api modes, the instructions per call spent in each function's
+# own code (self cost, same difference method; inlined code is listed under the file it
+# comes from): where the dispatch overhead goes.
+set -euo pipefail
+
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+  echo "usage: $0 <build-dir> [keep-dir]" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+bin="$build/bin/arbiter_bench_dispatch"
+[[ -x "$bin" ]] || { echo "$0: $bin not found; build the arbiter_bench_dispatch target" >&2; exit 2; }
+command -v valgrind >/dev/null || { echo "$0: valgrind is not installed" >&2; exit 2; }
+low=${LOW:-1000}
+high=${HIGH:-11000}
+(( high > low )) || { echo "$0: HIGH must exceed LOW" >&2; exit 2; }
+
+if [[ $# -eq 2 ]]; then
+  out=$2
+  mkdir -p "$out"
+else
+  out=$(mktemp -d)
+  trap 'rm -rf "$out"' EXIT
+fi
+
+# The environment that decides which plugins load: none of the user's.
+unset ARBITER_PLUGIN_PATH
+
+declare -A ir kernel
+commands=()
+for mode in api direct api_gemm direct_gemm; do
+  for calls in "$low" "$high"; do
+    file="$out/callgrind.$mode.$calls.out"
+    cmd=(valgrind --tool=callgrind --callgrind-out-file="$file" "$bin" "$mode" "$calls")
+    commands+=("${cmd[*]}")
+    if ! "${cmd[@]}" >"$out/$mode.$calls.stdout" 2>"$out/$mode.$calls.stderr"; then
+      echo "$0: failed: ${cmd[*]}" >&2
+      cat "$out/$mode.$calls.stderr" >&2
+      exit 1
+    fi
+    # callgrind writes "summary: <Ir>" (older versions) and/or "totals: <Ir>".
+    total=$(awk '/^(summary|totals):/ {print $2; exit}' "$file")
+    [[ -n "$total" ]] || { echo "$0: no instruction total in $file" >&2; exit 1; }
+    ir[$mode.$calls]=$total
+    kernel[$mode]=$(sed -n 's/.*kernel=\([^ ]*\).*/\1/p' "$out/$mode.$calls.stdout")
+  done
+done
+
+per_call() { awk -v a="${ir[$1.$low]}" -v b="${ir[$1.$high]}" -v n=$((high - low)) 'BEGIN {printf "%.1f", (b - a) / n}'; }
+
+status=0
+for pair in "api direct" "api_gemm direct_gemm"; do
+  read -r via_api via_pointer <<<"$pair"
+  if [[ "${kernel[$via_api]}" != "${kernel[$via_pointer]}" ]]; then
+    echo "$0: warning: $via_api ran ${kernel[$via_api]} but $via_pointer ran ${kernel[$via_pointer]};" \
+         "the difference is not dispatch alone" >&2
+    status=1
+  fi
+done
+
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+
+echo "## Dispatch overhead (instructions per call, selection-cache hit)"
+echo
+echo "| op | problem | kernel | mode | Ir($low calls) | Ir($high calls) | Ir per call |"
+echo "| --- | --- | --- | --- | ---: | ---: | ---: |"
+for mode in api direct api_gemm direct_gemm; do
+  case $mode in
+    api|direct) op=softmax; problem="f32 rows=1 cols=8" ;;
+    *) op=gemm; problem="f32 m=8 n=8 k=8" ;;
+  esac
+  case $mode in
+    api*) how="arb_${op} (libarbiter C ABI)" ;;
+    *) how="arb_kernel.launch pointer" ;;
+  esac
+  echo "| $op | $problem | ${kernel[$mode]} | $how | ${ir[$mode.$low]} | ${ir[$mode.$high]} | $(per_call "$mode") |"
+done
+echo
+echo "| op | api Ir/call | direct Ir/call | dispatch overhead Ir/call |"
+echo "| --- | ---: | ---: | ---: |"
+for pair in "softmax api direct" "gemm api_gemm direct_gemm"; do
+  read -r op via_api via_pointer <<<"$pair"
+  a=$(per_call "$via_api")
+  d=$(per_call "$via_pointer")
+  echo "| $op | $a | $d | $(awk -v a="$a" -v d="$d" 'BEGIN {printf "%.1f", a - d}') |"
+done
+echo
+echo "Method: Ir = instructions executed, whole program, from callgrind ($(valgrind --version)),"
+echo "per call = (Ir($high) - Ir($low)) / $((high - low)), which cancels start-up, context creation,"
+echo "plugin loading and the warm-up call. api: every counted call is a selection-cache hit"
+echo "(one warm-up call first). direct: the same prebuilt arb_problem/arb_operands handed to the"
+echo "kernel's launch pointer from the dlopen'ed plugin (the plugin's C++ trampoline included on"
+echo "both sides). Build: ${build_type:-?}, ${cxx:-?} ($("${cxx:-c++}" --version 2>/dev/null | head -n1 || true))."
+echo "Instruction counts are not time: they say nothing of cache misses or branch mispredictions."
+if [[ "${BREAKDOWN:-0}" == 1 ]]; then
+  # file:function -> self Ir, from callgrind_annotate's per-function listing.
+  annotate() {
+    callgrind_annotate --auto=no --inclusive=no --threshold=100 "$1" 2>/dev/null |
+      awk '/^ *[0-9,]+ +\(/ {c = $1; gsub(",", "", c); sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, ""); sub(/ \[.*\]$/, ""); print c "\t" $0}'
+  }
+  for mode in api api_gemm; do
+    echo
+    echo "Breakdown, $mode: self instructions per call, functions with 5 or more"
+    echo
+    echo '```'
+    annotate "$out/callgrind.$mode.$low.out" >"$out/$mode.$low.functions"
+    annotate "$out/callgrind.$mode.$high.out" >"$out/$mode.$high.functions"
+    awk -F'\t' -v n=$((high - low)) 'NR == FNR {a[$2] += $1; next} {b[$2] += $1}
+      END {for (f in b) {d = (b[f] - a[f]) / n; if (d >= 5 && f !~ /PROGRAM TOTALS/) printf "%8.1f  %s\n", d, substr(f, 1, 140)}}' \
+      "$out/$mode.$low.functions" "$out/$mode.$high.functions" | sort -rn | head -n 25
+    echo '```'
+  done
+fi
+echo
+echo "Commands:"
+echo
+echo '```'
+for c in "${commands[@]}"; do echo "$c"; done
+echo '```'
+exit $status

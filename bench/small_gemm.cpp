@@ -1,0 +1,488 @@
+// arbiter_bench_small_gemm [--quick] [--samples N]
+//
+// Kernel runtime on small CPU problems (DESIGN.md sections 5 and 7): cpu.gemm_small against
+// the vendor baseline openblas.sgemm (and reference.gemm), and cpu.rmsnorm / cpu.softmax
+// against reference.*, all in one run so that ratios compare like with like. Every kernel
+// is called through its own arb_kernel.launch pointer (no dispatch), on the same random
+// inputs, after its output has been checked against the reference plugin's.
+//
+// Prints a Markdown report: machine, tables, method. Exit status 3 if a kernel's output
+// fails the accuracy check (its timing is then meaningless), 2 on usage errors.
+#include "context.hpp"
+#include "device/host_buffer.hpp"
+#include "device/problem_buffers.hpp"
+#include "dispatch/problem.hpp"
+#include "dispatch/problem_text.hpp"
+#include "plugin/plugin_record.hpp"
+#include "tune/accuracy.hpp"
+
+#include <arbiter/float16.hpp>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#ifndef ARBITER_BENCH_BUILD_TYPE
+#define ARBITER_BENCH_BUILD_TYPE "?"
+#endif
+
+namespace {
+
+using arbiter::KernelRecord;
+using arbiter::ProblemBuffers;
+using Clock = std::chrono::steady_clock;
+
+struct Settings {
+  bool quick = false;
+  int samples = 41;               // timed batches per kernel (>= 20)
+  double batch_seconds = 2e-3;    // target length of one timed batch
+  double warmup_seconds = 20e-3;  // per kernel and problem, before calibration
+  uint64_t seed = 1;
+};
+
+// ---- statistics ------------------------------------------------------------------------
+
+struct Stats {
+  double median = 0, p20 = 0, p80 = 0;  // seconds per call
+  int samples = 0;
+  int64_t batch = 0;  // calls per timed batch
+};
+
+Stats summarise(std::vector<double> per_call, int64_t batch) {
+  std::sort(per_call.begin(), per_call.end());
+  auto at = [&](double q) {
+    return per_call[static_cast<size_t>(std::lround(q * static_cast<double>(per_call.size() - 1)))];
+  };
+  return Stats{at(0.5), at(0.2), at(0.8), static_cast<int>(per_call.size()), batch};
+}
+
+// ---- one kernel on one problem -----------------------------------------------------------
+
+struct Candidate {
+  std::string name;
+  const KernelRecord* kernel = nullptr;
+  std::string unavailable;  // why it is not timed ("not loaded", supports() said no)
+  std::unique_ptr<ProblemBuffers> buffers;
+  arb_operands operands{};
+  arbiter::HostBuffer workspace;
+  size_t workspace_bytes = 0;
+  double error = -1;  // relative norm error against the reference; < 0: not checked
+  bool passed = true;
+  int64_t batch = 1;
+  std::vector<double> per_call;
+  Stats stats;
+};
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "arbiter_bench_small_gemm: %s\n", message.c_str());
+  std::exit(2);
+}
+
+// `count` launches, back to back, through the kernel's own function pointer.
+void launch(Candidate& c, const arb_problem& problem, int64_t count) {
+  const arb_launch_fn fn = c.kernel->abi.launch;
+  void* const ctx = c.kernel->abi.ctx;
+  void* const workspace = c.workspace.data();
+  char err[256];
+  for (int64_t i = 0; i < count; ++i)
+    if (fn(ctx, &problem, &c.operands, workspace, c.workspace_bytes, nullptr, err, sizeof err) != ARB_OK)
+      die(c.name + " failed: " + err);
+}
+
+double time_batch(Candidate& c, const arb_problem& problem, int64_t count) {
+  const auto start = Clock::now();
+  launch(c, problem, count);
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Prepares a candidate: present, accepts the problem, own copy of the inputs, workspace.
+void prepare(Candidate& c, const arbiter::Context& context, const arb_problem& problem, const ProblemBuffers& inputs) {
+  c.kernel = context.registry().find(c.name);
+  if (c.kernel == nullptr) {
+    c.unavailable = "not loaded";
+    return;
+  }
+  std::string why;
+  if (c.kernel->abi.op != problem.op || c.kernel->abi.device_type != problem.device_type) {
+    c.unavailable = "wrong op or device";
+    return;
+  }
+  if (!arbiter::kernel_supports(*c.kernel, problem, &why)) {
+    c.unavailable = "refuses: " + why;
+    return;
+  }
+  if (c.kernel->abi.workspace_size != nullptr &&
+      c.kernel->abi.workspace_size(c.kernel->abi.ctx, &problem, &c.workspace_bytes) != ARB_OK)
+    die(c.name + ": workspace_size failed");
+  c.workspace = arbiter::HostBuffer(c.workspace_bytes);
+  c.buffers = std::make_unique<ProblemBuffers>(inputs);  // same inputs, own buffers
+  c.operands = c.buffers->operands();
+}
+
+// Runs every available candidate once, checks it against `reference_name`'s output,
+// warms up, calibrates the batch, then takes the samples round-robin across candidates.
+void measure(std::vector<Candidate>& candidates, const arb_problem& problem, const std::string& reference_name,
+             const Settings& settings) {
+  const Candidate* reference = nullptr;
+  for (Candidate& c : candidates) {
+    if (!c.unavailable.empty()) continue;
+    launch(c, problem, 1);
+    if (c.name == reference_name) reference = &c;
+  }
+  for (Candidate& c : candidates) {
+    if (!c.unavailable.empty() || reference == nullptr) continue;
+    const arbiter::Comparison cmp = arbiter::compare_outputs(*c.buffers, *reference->buffers);
+    c.error = cmp.error;
+    c.passed = cmp.finite && cmp.error <= arbiter::tolerance_for(problem.dtype);
+  }
+
+  // Warm-up: at least 3 launches and warmup_seconds; the last half estimates the call time.
+  for (Candidate& c : candidates) {
+    if (!c.unavailable.empty()) continue;
+    int64_t calls = 3;
+    double seconds = time_batch(c, problem, calls);
+    while (seconds < settings.warmup_seconds / 2) {
+      calls *= 2;
+      seconds = time_batch(c, problem, calls);
+    }
+    const double per_call = seconds / static_cast<double>(calls);
+    c.batch = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(settings.batch_seconds / per_call)));
+  }
+
+  // Samples, interleaved: sample s times every candidate once, the order rotated by s, so
+  // drift in clock speed or neighbours' load falls on all candidates alike.
+  std::vector<Candidate*> live;
+  for (Candidate& c : candidates)
+    if (c.unavailable.empty()) live.push_back(&c);
+  for (int s = 0; s < settings.samples; ++s)
+    for (size_t i = 0; i < live.size(); ++i) {
+      Candidate& c = *live[(i + static_cast<size_t>(s)) % live.size()];
+      c.per_call.push_back(time_batch(c, problem, c.batch) / static_cast<double>(c.batch));
+    }
+  for (Candidate* c : live) c->stats = summarise(c->per_call, c->batch);
+}
+
+// ---- reporting ---------------------------------------------------------------------------
+
+double gemm_flops(const arb_problem& p) { return 2.0 * static_cast<double>(p.m * p.n * p.k); }
+
+// Bytes read and written once: x and y, plus weight (and residual) for rmsnorm.
+double row_bytes(const arb_problem& p) {
+  const double element = static_cast<double>(arbiter::dtype_size(p.dtype));
+  double bytes = 2.0 * static_cast<double>(p.rows * p.cols) * element;
+  if (p.op == ARB_OP_RMSNORM)
+    bytes += static_cast<double>(p.cols) * element + (p.has_residual ? 2.0 * static_cast<double>(p.rows * p.cols) * element : 0.0);
+  return bytes;
+}
+
+std::string fmt_double(const char* format, double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, v);
+  return buffer;
+}
+
+struct Case {
+  std::string text;  // the problem, in the problem syntax
+  arbiter::ParsedProblem parsed;
+  std::vector<Candidate> candidates;
+  std::string baseline;  // speedups are baseline median / kernel median
+};
+
+bool print_table(const std::vector<Case>& cases, bool gemm) {
+  bool all_passed = true;
+  std::printf("| shape | kernel | median us | p20 us | p80 us | %s | speedup vs %s | rel. error vs reference |\n",
+              gemm ? "GFLOP/s" : "GB/s", gemm ? "openblas" : "reference");
+  std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const Case& c : cases) {
+    const arb_problem& p = c.parsed.problem;
+    const Candidate* baseline = nullptr;
+    for (const Candidate& k : c.candidates)
+      if (k.name == c.baseline && k.unavailable.empty()) baseline = &k;
+    for (const Candidate& k : c.candidates) {
+      if (!k.unavailable.empty()) {
+        std::printf("| %s | %s | - | - | - | - | - | %s |\n", c.text.c_str(), k.name.c_str(), k.unavailable.c_str());
+        continue;
+      }
+      const double rate = gemm ? gemm_flops(p) / k.stats.median * 1e-9 : row_bytes(p) / k.stats.median * 1e-9;
+      const std::string speedup =
+          baseline ? fmt_double("%.2fx", baseline->stats.median / k.stats.median) : std::string("-");
+      std::string error = k.error < 0 ? "-" : fmt_double("%.2g", k.error);
+      if (!k.passed) {
+        error += " FAIL";
+        all_passed = false;
+      }
+      std::printf("| %s | %s | %.3f | %.3f | %.3f | %.2f | %s | %s |\n", c.text.c_str(), k.name.c_str(),
+                  k.stats.median * 1e6, k.stats.p20 * 1e6, k.stats.p80 * 1e6, rate, speedup.c_str(), error.c_str());
+    }
+  }
+  std::printf("\n");
+  return all_passed;
+}
+
+// Speedup of one kernel over the baseline, per shape, f32 and bf16 side by side.
+void print_summary(const std::vector<Case>& cases, const std::string& kernel) {
+  std::map<std::string, std::map<std::string, std::string>> rows;  // shape without dtype -> dtype -> speedup
+  std::vector<std::string> order;
+  for (const Case& c : cases) {
+    const Candidate* k = nullptr;
+    const Candidate* b = nullptr;
+    for (const Candidate& x : c.candidates) {
+      if (!x.unavailable.empty()) continue;
+      if (x.name == kernel) k = &x;
+      if (x.name == c.baseline) b = &x;
+    }
+    const size_t space = c.text.find(' ', c.text.find(' ') + 1);
+    const std::string dtype = c.text.substr(c.text.find(' ') + 1, space - c.text.find(' ') - 1);
+    const std::string shape = c.text.substr(space + 1);
+    if (rows.find(shape) == rows.end()) order.push_back(shape);
+    rows[shape][dtype] = (k && b) ? fmt_double("%.2fx", b->stats.median / k->stats.median) : "-";
+  }
+  std::printf("| shape | f32 | bf16 |\n| --- | ---: | ---: |\n");
+  for (const std::string& shape : order) {
+    auto& r = rows[shape];
+    std::printf("| %s | %s | %s |\n", shape.c_str(), r.count("f32") ? r["f32"].c_str() : "-",
+                r.count("bf16") ? r["bf16"].c_str() : "-");
+  }
+  std::printf("\n");
+}
+
+// ---- the machine -------------------------------------------------------------------------
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::string machine_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "?";
+  int logical = 0;
+  std::set<std::string> isa;
+  while (std::getline(in, line)) {
+    if (line.rfind("processor", 0) == 0) ++logical;
+    if (line.rfind("model name", 0) == 0 && model == "?") model = line.substr(line.find(':') + 2);
+    if (line.rfind("flags", 0) == 0) {
+      std::istringstream words(line.substr(line.find(':') + 1));
+      for (std::string flag; words >> flag;)
+        if (flag == "avx2" || flag == "fma" || flag == "f16c" || flag == "avx512f" || flag == "avx512_bf16")
+          isa.insert(flag);
+    }
+  }
+  std::string caches;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    const std::string size = read_line(dir + "size");
+    if (size.empty()) break;
+    const std::string type = read_line(dir + "type");
+    caches += (caches.empty() ? "" : ", ") + std::string("L") + read_line(dir + "level") +
+              (type == "Data" ? "d" : type == "Instruction" ? "i" : "") + " " + size;
+  }
+  std::string isa_text;
+  for (const std::string& f : isa) isa_text += (isa_text.empty() ? "" : " ") + f;
+  return model + ", " + std::to_string(logical) + " logical CPUs; ISA: " + isa_text + "; caches (cpu0): " + caches;
+}
+
+// The OpenBLAS the openblas plugin loaded (if any): its build configuration and threads.
+std::string openblas_description() {
+  void* library = ::dlopen("libopenblas.so.0", RTLD_LAZY | RTLD_NOLOAD);
+  if (library == nullptr) return "not loaded";
+  std::string text = "?";
+  if (auto config = reinterpret_cast<char* (*)()>(::dlsym(library, "openblas_get_config"))) text = config();
+  if (auto threads = reinterpret_cast<int (*)()>(::dlsym(library, "openblas_get_num_threads")))
+    text += ", " + std::to_string(threads()) + " threads";
+  ::dlclose(library);
+  const char* env = std::getenv("OPENBLAS_NUM_THREADS");
+  text += std::string(" (OPENBLAS_NUM_THREADS=") + (env ? env : "unset") + ")";
+  return text;
+}
+
+// Ceilings of this run: warm memcpy bandwidth and a large openblas sgemm's rate.
+void print_ceilings(arbiter::Context& context, const Settings& settings) {
+  const size_t bytes = 1 << 20;
+  arbiter::HostBuffer from(bytes), to(bytes);
+  std::memset(from.data(), 1, bytes);
+  std::memset(to.data(), 2, bytes);
+  std::vector<double> seconds;
+  for (int i = 0; i < 3; ++i) std::memcpy(to.data(), from.data(), bytes);
+  for (int s = 0; s < settings.samples; ++s) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 8; ++i) std::memcpy(to.data(), from.data(), bytes);
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 8);
+  }
+  const Stats copy = summarise(seconds, 8);
+  std::printf("- copy: memcpy of 1 MiB, warm: %.1f GB/s (read + write, median of %d)\n",
+              2.0 * bytes / copy.median * 1e-9, copy.samples);
+
+  const std::string text = "gemm f32 m=256 n=256 k=256";
+  const arbiter::ParsedProblem parsed = arbiter::parse_problem(text);
+  ProblemBuffers inputs(parsed.problem, parsed.alpha, parsed.beta, parsed.eps);
+  inputs.randomize(settings.seed);
+  std::vector<Candidate> one(1);
+  one[0].name = "openblas.sgemm";
+  prepare(one[0], context, parsed.problem, inputs);
+  if (!one[0].unavailable.empty()) {
+    std::printf("- matmul: openblas.sgemm %s\n", one[0].unavailable.c_str());
+    return;
+  }
+  Settings short_run = settings;
+  short_run.samples = std::max(20, settings.samples / 2);
+  measure(one, parsed.problem, "", short_run);
+  std::printf("- matmul: openblas.sgemm on `%s`, warm: %.1f GFLOP/s (median of %d)\n", text.c_str(),
+              gemm_flops(parsed.problem) / one[0].stats.median * 1e-9, one[0].stats.samples);
+}
+
+std::string plugin_line(const arbiter::Context& context, const std::string& name) {
+  for (const auto& plugin : context.registry().plugins())
+    if (plugin->name == name && plugin->state == arbiter::PluginState::loaded)
+      return name + " " + plugin->version + " (build " + plugin->build_id + ")";
+  return name + " (not loaded)";
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[64];
+  std::strftime(buffer, sizeof buffer, "%F %T %Z", std::localtime(&now));
+  return buffer;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Settings settings;
+  std::string command = "arbiter_bench_small_gemm";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    command += " " + arg;
+    if (arg == "--quick") {
+      settings.quick = true;
+    } else if (arg == "--samples" && i + 1 < argc) {
+      command += std::string(" ") + argv[i + 1];
+      settings.samples = std::atoi(argv[++i]);
+      if (settings.samples < 20) die("--samples must be at least 20");
+    } else {
+      std::fprintf(stderr, "usage: arbiter_bench_small_gemm [--quick] [--samples N (>= 20)]\n");
+      return arg == "--help" || arg == "-h" ? 0 : 2;
+    }
+  }
+  if (settings.quick) {
+    settings.samples = std::max(20, std::min(settings.samples, 21));
+    settings.batch_seconds = 0.3e-3;
+    settings.warmup_seconds = 5e-3;
+  }
+
+  std::vector<std::string> gemm_shapes = {"m=1 n=64 k=64",   "m=8 n=8 k=8",    "m=16 n=16 k=16",
+                                          "m=32 n=32 k=32",  "m=64 n=64 k=64", "m=48 n=17 k=33",
+                                          "m=64 n=64 k=64 act=gelu bias=1"};
+  std::vector<std::string> dtypes = {"f32", "bf16"};
+  std::vector<std::string> gemm_texts, row_texts;
+  if (settings.quick) {
+    gemm_texts = {"gemm f32 m=8 n=8 k=8", "gemm bf16 m=64 n=64 k=64 act=gelu bias=1"};
+    row_texts = {"rmsnorm bf16 rows=8 cols=4096", "softmax f32 rows=8 cols=4096"};
+  } else {
+    for (const std::string& shape : gemm_shapes)
+      for (const std::string& dtype : dtypes) gemm_texts.push_back("gemm " + dtype + " " + shape);
+    for (const char* op : {"rmsnorm", "softmax"})
+      for (const std::string& dtype : dtypes)
+        for (const char* cols : {"4096", "32000"})
+          row_texts.push_back(std::string(op) + " " + dtype + " rows=8 cols=" + cols);
+  }
+
+  unsetenv("ARBITER_PLUGIN_PATH");  // the build's own plugins, nothing else
+  arbiter::Context context(arbiter::default_config());
+
+  auto run_cases = [&](const std::vector<std::string>& texts, bool gemm) {
+    std::vector<Case> cases;
+    for (const std::string& text : texts) {
+      Case c;
+      c.text = text;
+      c.parsed = arbiter::parse_problem(text);
+      const arb_problem& p = c.parsed.problem;
+      const std::string op = gemm ? "gemm" : (p.op == ARB_OP_RMSNORM ? "rmsnorm" : "softmax");
+      std::vector<std::string> names;
+      if (gemm) {
+        names = {"cpu.gemm_small_avx512", "cpu.gemm_small_avx2", "openblas.sgemm", "reference.gemm"};
+        c.baseline = "openblas.sgemm";
+      } else {
+        names = {"cpu." + op, "reference." + op};
+        c.baseline = "reference." + op;
+      }
+      ProblemBuffers inputs(p, c.parsed.alpha, c.parsed.beta, c.parsed.eps);
+      inputs.randomize(settings.seed);  // uniform in [-1, 1]; outputs poisoned with NaN
+      for (const std::string& name : names) {
+        Candidate k;
+        k.name = name;
+        prepare(k, context, p, inputs);
+        c.candidates.push_back(std::move(k));
+      }
+      measure(c.candidates, p, "reference." + op, settings);
+      cases.push_back(std::move(c));
+    }
+    return cases;
+  };
+
+  const auto started = Clock::now();
+  const std::vector<Case> gemm_cases = run_cases(gemm_texts, true);
+  const std::vector<Case> row_cases = run_cases(row_texts, false);
+
+  std::printf("# Small-shape CPU kernels: cpu.* against openblas.sgemm and reference.*\n\n");
+  std::printf("- command: `%s`\n", command.c_str());
+  std::printf("- date: %s\n", today().c_str());
+  std::printf("- machine: %s\n", machine_description().c_str());
+  std::printf("- build: %s, %s %s\n", ARBITER_BENCH_BUILD_TYPE,
+#if defined(__clang__)
+              "clang",
+#else
+              "gcc",
+#endif
+              __VERSION__);
+  std::printf("- plugins: %s; %s; %s\n", plugin_line(context, "cpu").c_str(), plugin_line(context, "openblas").c_str(),
+              plugin_line(context, "reference").c_str());
+  std::printf("- OpenBLAS: %s\n", openblas_description().c_str());
+  print_ceilings(context, settings);
+  std::printf("\n## GEMM: D = act(A*B + bias), row-major, no transposes, beta = 0\n\n");
+  bool passed = print_table(gemm_cases, true);
+  std::printf("Speedup of cpu.gemm_small_avx512 over openblas.sgemm (openblas median / gemm_small_avx512 median):\n\n");
+  print_summary(gemm_cases, "cpu.gemm_small_avx512");
+  std::printf("## RMSNorm and softmax\n\n");
+  passed = print_table(row_cases, false) && passed;
+
+  std::printf(
+      "## Method\n\n"
+      "Kernel runtime only: each kernel is called through its own `arb_kernel.launch` pointer (the plugin's "
+      "C++ trampoline included, dispatch not), synchronously on one thread; OpenBLAS may use its own threads. "
+      "Timer: `std::chrono::steady_clock` around a batch of back-to-back launches; the time per call is the batch "
+      "time divided by its length. Warm-up: one checked launch, then at least 3 launches and %.0f ms per kernel "
+      "and problem, which also sizes the batch to about %.1f ms. Samples: %d batches per kernel, taken "
+      "round-robin across the kernels of one problem (order rotated each round); statistic: median, with the "
+      "20th and 80th percentiles (nearest rank). Cache policy: warm cache: every launch of a kernel reuses the "
+      "same buffers (its own copy of the inputs), nothing is flushed, so problems that fit stay in L1/L2. "
+      "Data: inputs uniform in [-1, 1] (seed %llu, never zero-filled), outputs NaN-poisoned before the check. "
+      "Check: each kernel's first output against reference.* (fp64 accumulation), relative norm error, "
+      "tolerance 1e-5 (f32) / 8e-3 (bf16). Rates: GEMM 2*m*n*k flops (bias and activation not counted); row "
+      "ops bytes of x read and y written once, plus weight for rmsnorm. Speedup = baseline median / kernel "
+      "median, both from this run. Whole run: %.1f s.\n",
+      settings.warmup_seconds * 1e3, settings.batch_seconds * 1e3, settings.samples,
+      static_cast<unsigned long long>(settings.seed),
+      std::chrono::duration<double>(Clock::now() - started).count());
+  if (!passed) {
+    std::fprintf(stderr, "arbiter_bench_small_gemm: a kernel failed the accuracy check (FAIL above)\n");
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,118 @@
+// cpp_example.cpp: arbiter through the header-only C++ layer (arbiter.hpp).
+//
+// Lists the plugins the context found, then runs Y = rmsnorm(relu(A * B + bias)) * w and
+// P = softmax(Y) on the CPU, checks all three results against a naive computation done
+// here, and prints why the GEMM went to the kernel it went to. Errors are arbiter::Error
+// exceptions (status plus message); any failure or mismatch exits non-zero.
+#include <arbiter/arbiter.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* provenance_name(int32_t provenance) {
+  switch (provenance) {
+    case ARB_PROVENANCE_REFERENCE: return "reference";
+    case ARB_PROVENANCE_VENDOR: return "vendor";
+    case ARB_PROVENANCE_HAND_TUNED: return "hand_tuned";
+    case ARB_PROVENANCE_AI_GENERATED: return "ai_generated";
+    default: return "unspecified";
+  }
+}
+
+// Counts elements that differ by more than 1e-4 relative (floor 1 on the magnitude).
+int mismatches(const char* name, const std::vector<float>& got, const std::vector<double>& want) {
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= 1e-4 * std::max(1.0, std::fabs(want[i])))) {
+      if (bad++ == 0) std::fprintf(stderr, "%s[%zu] = %.7g, expected %.7g\n", name, i, got[i], want[i]);
+    }
+  }
+  return bad;
+}
+
+void print_matrix(const char* name, const std::vector<float>& x, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::printf("%s[%lld] =", name, static_cast<long long>(r));
+    for (int64_t c = 0; c < cols; ++c) std::printf(" %7.3f", x[static_cast<size_t>(r * cols + c)]);
+    std::printf("\n");
+  }
+}
+
+int run() {
+  if (arb_abi_version() >> 16 != ARB_ABI_VERSION_MAJOR) {
+    std::fprintf(stderr, "libarbiter has application ABI %u.x, this program needs %d.x\n", arb_abi_version() >> 16,
+                 ARB_ABI_VERSION_MAJOR);
+    return 1;
+  }
+  arbiter::Context ctx;  // the embedded default configuration
+
+  std::printf("plugins:\n");
+  for (const arbiter::PluginInfo& p : ctx.plugins()) {
+    std::printf("  %-10s %-8s %-9s %-12s priority %-4d %s\n", p.name.c_str(), p.version.c_str(), p.status.c_str(),
+                provenance_name(p.provenance), p.priority, p.reason.c_str());
+    for (const std::string& kernel : p.kernels) std::printf("      %s\n", kernel.c_str());
+  }
+
+  constexpr int64_t m = 4, n = 8, k = 16;
+  auto input = [](size_t i, size_t salt) { return static_cast<float>(static_cast<int>((i * 7 + salt) % 17) - 8) / 8.0f; };
+  std::vector<float> a(m * k), b(k * n), bias(n), d(m * n), w(n), y(m * n), p(m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = input(i, 1);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = input(i, 5);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = input(i, 3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.5f + 0.125f * static_cast<float>(i);
+
+  const auto A = arbiter::View::matrix(a.data(), m, k), B = arbiter::View::matrix(b.data(), k, n);
+  const auto D = arbiter::View::matrix(d.data(), m, n), Y = arbiter::View::matrix(y.data(), m, n);
+  const auto P = arbiter::View::matrix(p.data(), m, n);
+  const auto Bias = arbiter::View::vector(bias.data(), n), W = arbiter::View::vector(w.data(), n);
+
+  ctx.gemm(A, B, D, 1.0f, ARB_ACT_RELU, &Bias);  // D = relu(A * B + bias)
+  ctx.rmsnorm(D, W, Y);                          // Y = D / sqrt(mean(D^2) + 1e-6) * w
+  ctx.softmax(Y, P);                             // P = softmax(Y) along each row
+
+  // The same, naively, in double; each step starts from the float result the library
+  // produced for the step before, as the library's next kernel does.
+  std::vector<double> want_d(d.size()), want_y(y.size()), want_p(p.size());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double v = bias[j];
+      for (int64_t q = 0; q < k; ++q) v += static_cast<double>(a[i * k + q]) * b[q * n + j];
+      want_d[i * n + j] = std::max(v, 0.0);
+    }
+    double sum_sq = 0.0;
+    for (int64_t j = 0; j < n; ++j) sum_sq += static_cast<double>(d[i * n + j]) * d[i * n + j];
+    const double scale = 1.0 / std::sqrt(sum_sq / n + 1e-6);
+    for (int64_t j = 0; j < n; ++j) want_y[i * n + j] = d[i * n + j] * scale * w[j];
+    double max = y[i * n], sum = 0.0;
+    for (int64_t j = 0; j < n; ++j) max = std::max(max, static_cast<double>(y[i * n + j]));
+    for (int64_t j = 0; j < n; ++j) sum += std::exp(y[i * n + j] - max);
+    for (int64_t j = 0; j < n; ++j) want_p[i * n + j] = std::exp(y[i * n + j] - max) / sum;
+  }
+  std::printf("\n");
+  print_matrix("D", d, m, n);
+  print_matrix("Y", y, m, n);
+  print_matrix("P", p, m, n);
+  const int bad = mismatches("D", d, want_d) + mismatches("Y", y, want_y) + mismatches("P", p, want_p);
+  std::printf("check: %s\n", bad == 0 ? "D, Y and P match the naive computation" : "MISMATCH");
+
+  std::printf("\n%s", ctx.explain("gemm f32 m=4 n=8 k=16 bias=1 act=relu").c_str());
+  return bad == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    return run();
+  } catch (const arbiter::Error& e) {
+    std::fprintf(stderr, "arbiter error: %s\n", e.what());  // "ARB_ERR_...: message"
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
+  return 1;
+}
