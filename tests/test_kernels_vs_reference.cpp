@@ -133,8 +133,8 @@ TEST_CASE("cpu.gemm_small_avx2 matches the reference: every dtype, transpose and
 }
 
 TEST_CASE("cpu.gemm_small_avx512 matches the reference: every dtype, transpose and epilogue, edge shapes") {
-  if (!__builtin_cpu_supports("avx512f")) {
-    MESSAGE("skipped: this CPU lacks AVX-512F");
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl")) {
+    MESSAGE("skipped: this CPU lacks AVX-512F or AVX-512VL");
     return;
   }
   check_gemm_kernel("cpu.gemm_small_avx512", kSmall);

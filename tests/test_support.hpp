@@ -37,7 +37,7 @@ inline std::vector<std::string> shipped_plugins() {
 
 // The small-gemm kernel dispatch prefers on this CPU.
 inline std::string preferred_small_gemm() {
-  return __builtin_cpu_supports("avx512f") ? "cpu.gemm_small_avx512" : "cpu.gemm_small_avx2";
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? "cpu.gemm_small_avx512" : "cpu.gemm_small_avx2";
 }
 
 inline std::unique_ptr<Context> make_context(const std::string& toml) {

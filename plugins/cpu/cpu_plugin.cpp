@@ -23,7 +23,7 @@ bool runs_here(const arb_problem& p, Why& why) {
 }
 
 bool cpu_has_avx512() {
-  static const bool present = __builtin_cpu_supports("avx512f");
+  static const bool present = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   return present;
 }
 
@@ -37,7 +37,7 @@ bool small_gemm(const arb_problem& p, Why& why) {
 }
 
 bool small_gemm_avx512(const arb_problem& p, Why& why) {
-  if (!cpu_has_avx512()) return why.no("this CPU lacks AVX-512F");
+  if (!cpu_has_avx512()) return why.no("this CPU lacks AVX-512F or AVX-512VL");
   return small_gemm(p, why);
 }
 

@@ -11,8 +11,9 @@
 //    block's sums, eight lanes at a time, and stores straight into D.
 // No allocation, no threads. Internal linkage throughout (see simd_avx2.hpp).
 //
-// An Isa provides: V (vector), Mask, kLanes, kRows, zero(), load(p), store(p, v),
-// masked_load(p, mask), mask(count), broadcast(p), fma(a, b, c) and add(a, b).
+// An Isa provides: V (vector), Mask, Tail (the ISA for narrow right edges), kLanes, kRows, zero(), set1(x), load(p), store(p, v),
+// masked_load(p, mask), masked_store(p, mask, v), mask(count), broadcast(p), fma(a, b, c),
+// add(a, b) and mul(a, b).
 #pragma once
 
 #include "kernels.hpp"
@@ -65,9 +66,36 @@ struct Epilogue {
   }
 };
 
-// Where a block's sums go: the dtype-specific epilogue, behind one indirect call per block,
-// so the (heavily unrolled) blocks are not instantiated once per dtype.
+// 8-lane vectors (AVX2 + FMA): the ISA of gemm_small_avx2.
+struct Avx2 {
+  using Tail = Avx2;  // nothing narrower
+  using V = __m256;
+  using Mask = __m256i;
+  static constexpr int kLanes = 8;
+  static constexpr int kRows = 6;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V masked_load(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static Mask mask(int64_t count) {  // lanes [0, count) on
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void masked_store(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+};
+
+// Where a block's sums go. Plain f32 (no C, bias or activation) is stored from registers
+// straight into D, scaled by alpha; everything else goes through the dtype's epilogue,
+// behind one indirect call per block, so the (heavily unrolled) blocks are not
+// instantiated once per dtype.
 struct BlockSink {
+  float* direct_d;  // non-null: plain f32, D's data
+  int64_t ldd;
+  float alpha;
   const void* epilogue;
   void (*finish)(const void* epilogue, const float* tile, int rows, int64_t i0, int64_t j0, int64_t valid_cols);
 };
@@ -127,6 +155,24 @@ void block(const F32View a, const F32View b, int64_t k, int64_t i0, int64_t j0, 
 #pragma GCC unroll 4
     for (int s = 0; s < kSplit; ++s) step(sum[s]);
   for (; q < k; ++q) step(sum[0]);
+  if (sink.direct_d != nullptr) {
+    const V alpha = Isa::set1(sink.alpha);
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < Vectors; ++v) {
+        V total = sum[0][r][v];
+#pragma GCC unroll 4
+        for (int s = 1; s < kSplit; ++s) total = Isa::add(total, sum[s][r][v]);
+        float* out = sink.direct_d + (i0 + r) * sink.ldd + j0 + v * kLanes;
+        if (MaskedB || valid_cols - v * kLanes < kLanes) {
+          Isa::masked_store(out, masks[v], Isa::mul(alpha, total));
+        } else {
+          Isa::store(out, Isa::mul(alpha, total));
+        }
+      }
+    return;
+  }
   alignas(64) float tile[Rows * kTileStride];
 #pragma GCC unroll 16
   for (int r = 0; r < Rows; ++r)
@@ -150,11 +196,20 @@ void row_block(const F32View& a, const F32View& b, bool b_padded, const arb_prob
   const int64_t rest = p.n - j;
   if (rest == 0) return;
   // A packed panel holds zeros past n (and kPanel is a multiple of 2 * kLanes): plain loads.
+  using Tail = typename Isa::Tail;  // a narrower vector for a narrow edge, if the ISA has one
   if (rest > kLanes) {
     if (b_padded) return block<Isa, Rows, 2, false>(a, b, p.k, i0, j, rest, sink);
-    return block<Isa, Rows, 2, true>(a, b, p.k, i0, j, rest, sink);
+    if (rest - kLanes > Tail::kLanes || Tail::kLanes == kLanes) return block<Isa, Rows, 2, true>(a, b, p.k, i0, j, rest, sink);
+    // One full vector, then a narrow one: fewer idle lanes than a second wide vector.
+    block<Isa, Rows, 1, false>(a, b, p.k, i0, j, kLanes, sink);
+    j += kLanes;
+    const int64_t edge = rest - kLanes;
+    if (edge == Tail::kLanes) return block<Tail, Rows, 1, false>(a, b, p.k, i0, j, edge, sink);
+    return block<Tail, Rows, 1, true>(a, b, p.k, i0, j, edge, sink);
   }
   if (b_padded || rest == kLanes) return block<Isa, Rows, 1, false>(a, b, p.k, i0, j, rest, sink);
+  if (rest == Tail::kLanes) return block<Tail, Rows, 1, false>(a, b, p.k, i0, j, rest, sink);
+  if (rest < Tail::kLanes) return block<Tail, Rows, 1, true>(a, b, p.k, i0, j, rest, sink);
   block<Isa, Rows, 1, true>(a, b, p.k, i0, j, rest, sink);
 }
 
@@ -214,7 +269,8 @@ void gemm_small_typed(const arb_problem& p, const arb_operands& o) {
   using E = typename Lanes<Dtype>::Element;
   const Epilogue<Dtype> epilogue{p, static_cast<const E*>(o.c), static_cast<const E*>(o.bias), static_cast<E*>(o.d),
                                  o.alpha, o.beta};
-  const BlockSink sink{&epilogue, &finish_tile<Dtype>};
+  const bool plain = Dtype == ARB_DTYPE_F32 && !p.has_c && !p.has_bias && p.activation == ARB_ACT_NONE;
+  const BlockSink sink{plain ? static_cast<float*>(o.d) : nullptr, p.ldd, o.alpha, &epilogue, &finish_tile<Dtype>};
   alignas(64) float b_panel[kMaxSize * kPanel];
   if constexpr (Dtype == ARB_DTYPE_F32) {
     const auto* a = static_cast<const float*>(o.a);
