@@ -3,16 +3,49 @@
 #include "common/failure.hpp"
 #include "common/log.hpp"
 #include "dispatch/problem.hpp"
+#include "table/table_file.hpp"
 
 #include <fmt/format.h>
 
 namespace arbiter {
 
-Context::Context(Config config)
-    : config_(std::move(config)), registry_(config_.plugins), dispatcher_(registry_, config_.dispatch) {
+Context::Context(Config config, std::function<void(const arb_problem&, const TuneResult&)> on_tuned)
+    : config_(std::move(config)),
+      device_(make_cpu_device()),
+      registry_(config_.plugins),
+      gate_(*device_, registry_, config_.verify),
+      tuner_(*device_, registry_, gate_, config_.tune),
+      dispatcher_(registry_, config_.dispatch, services(std::move(on_tuned))) {
   for (const OverrideRule& rule : config_.dispatch.overrides)
     if (registry_.find(rule.kernel) == nullptr)
       logger().warn("config {}: override names kernel '{}', which is not loaded", rule.origin, rule.kernel);
+}
+
+DispatchServices Context::services(std::function<void(const arb_problem&, const TuneResult&)> on_tuned) {
+  // Runs before dispatcher_ is built: the table is loaded here, once.
+  if (!config_.table.path.empty()) {
+    try {
+      table_ = std::make_unique<TableIndex>(load_table_file(config_.table.path), device_->fingerprint(), registry_, gate_);
+    } catch (const Failure& e) {
+      table_error_ = e.what();
+      logger().error("tuning table unusable, continuing without it: {}", table_error_);
+    }
+  }
+  DispatchServices s;
+  s.gate = &gate_;
+  s.table = table_.get();
+  s.tuner = &tuner_;
+  s.policy = config_.table.policy;
+  s.device = &device_->fingerprint();
+  s.on_tuned = std::move(on_tuned);
+  if (table_ != nullptr) s.persist = [this](const TableEntry& entry) { record(entry); };
+  return s;
+}
+
+void Context::record(const TableEntry& entry) {
+  if (config_.table.path.empty()) fail(ARB_ERR_TABLE, "no tuning table is configured (table.path)");
+  const DeviceFingerprint& device = device_->fingerprint();
+  update_table_file(config_.table.path, [&](TuningTable& table) { table.put(entry, device); });
 }
 
 void Context::launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
@@ -28,7 +61,7 @@ void Context::launch(const KernelRecord& kernel, const arb_problem& problem, con
   }
   if (status == ARB_OK) return;
   message[sizeof message - 1] = '\0';
-  const bool known = status > ARB_OK && status <= ARB_ERR_INTERNAL;
+  const bool known = status > ARB_OK && status <= ARB_ERR_TABLE;
   fail(known ? status : ARB_ERR_KERNEL,
        fmt::format("kernel {} failed (status {}): {}", kernel.name, static_cast<int>(status), message));
 }

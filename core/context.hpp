@@ -1,23 +1,41 @@
-// One arbiter context: its configuration, the plugins it loaded, its dispatcher and its
-// workspace. What arb_context points to.
+// One arbiter context: its configuration, device, the plugins it loaded, the verification
+// gate, the tuning table and tuner, the dispatcher and the workspace. What arb_context
+// points to.
 #pragma once
 
 #include "config/config.hpp"
+#include "device/device.hpp"
 #include "device/workspace_pool.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "plugin/kernel_registry.hpp"
+#include "table/table_index.hpp"
+#include "tune/tuner.hpp"
+#include "tune/verification_gate.hpp"
+
+#include <memory>
+#include <string>
 
 namespace arbiter {
 
 class Context {
  public:
-  explicit Context(Config config);
+  // on_tuned, if set, hears about every tuning the dispatcher runs (progress reports).
+  explicit Context(Config config, std::function<void(const arb_problem&, const TuneResult&)> on_tuned = {});
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   const Config& config() const { return config_; }
   const KernelRegistry& registry() const { return registry_; }
   Dispatcher& dispatcher() { return dispatcher_; }
+  Device& device() { return *device_; }
+  VerificationGate& gate() { return gate_; }
+  Tuner& tuner() { return tuner_; }
+  // The table as this context uses it; nullptr without table.path or if it was unusable.
+  TableIndex* table() { return table_.get(); }
+  // Why the configured table could not be used ("" if it could, or none is configured).
+  const std::string& table_error() const { return table_error_; }
+  // Writes an entry into the table file (locked, merged, atomic) and the index.
+  void record(const TableEntry& entry);
 
   // The hot path: select (cached) and launch. Throws Failure.
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
@@ -33,10 +51,16 @@ class Context {
  private:
   static void launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
                      void* workspace, size_t workspace_bytes, void* stream);
+  DispatchServices services(std::function<void(const arb_problem&, const TuneResult&)> on_tuned);
 
   Config config_;
+  std::unique_ptr<Device> device_;
   WorkspacePool workspace_;
   KernelRegistry registry_;
+  VerificationGate gate_;
+  Tuner tuner_;
+  std::unique_ptr<TableIndex> table_;
+  std::string table_error_;
   Dispatcher dispatcher_;
 };
 

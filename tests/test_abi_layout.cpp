@@ -58,7 +58,8 @@ static_assert(offsetof(arb_plugin_info, abi_minor) == 68);
 static_assert(offsetof(arb_plugin_info, provenance) == 72);
 static_assert(offsetof(arb_plugin_info, priority) == 76);
 static_assert(offsetof(arb_plugin_info, kernel_count) == 80);
-static_assert(sizeof(arb_plugin_info) == 88);
+static_assert(offsetof(arb_plugin_info, runtime_version) == 88);
+static_assert(sizeof(arb_plugin_info) == 96);
 // arb_kernel_info
 static_assert(offsetof(arb_kernel_info, struct_size) == 0);
 static_assert(offsetof(arb_kernel_info, name) == 8);
@@ -143,7 +144,8 @@ static_assert(offsetof(arb_plugin_descriptor, kernel_count) == 56);
 static_assert(offsetof(arb_plugin_descriptor, description) == 64);
 static_assert(offsetof(arb_plugin_descriptor, plugin_ctx) == 72);
 static_assert(offsetof(arb_plugin_descriptor, release) == 80);
-static_assert(sizeof(arb_plugin_descriptor) == 88);
+static_assert(offsetof(arb_plugin_descriptor, runtime_version) == 88);
+static_assert(sizeof(arb_plugin_descriptor) == 96);
 // arb_host_api
 static_assert(offsetof(arb_host_api, struct_size) == 0);
 static_assert(offsetof(arb_host_api, abi_major) == 8);
@@ -160,7 +162,7 @@ static_assert(ARB_KERNEL_MIN_SIZE == 72);
 // Enumerations cross the boundary as int32_t: their values are frozen too.
 static_assert(ARB_OK == 0 && ARB_ERR_INVALID_ARGUMENT == 1 && ARB_ERR_UNSUPPORTED == 2 && ARB_ERR_CONFIG == 3 &&
               ARB_ERR_PLUGIN == 4 && ARB_ERR_KERNEL == 5 && ARB_ERR_OUT_OF_MEMORY == 6 && ARB_ERR_VERSION == 7 &&
-              ARB_ERR_BUFFER_TOO_SMALL == 8 && ARB_ERR_INTERNAL == 9);
+              ARB_ERR_BUFFER_TOO_SMALL == 8 && ARB_ERR_INTERNAL == 9 && ARB_ERR_TABLE == 10);
 static_assert(ARB_DTYPE_F32 == 1 && ARB_DTYPE_F16 == 2 && ARB_DTYPE_BF16 == 3);
 static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3);
 static_assert(ARB_ACT_NONE == 0 && ARB_ACT_RELU == 1 && ARB_ACT_GELU_TANH == 2 && ARB_ACT_GELU_ERF == 3 &&

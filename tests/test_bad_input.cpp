@@ -43,7 +43,7 @@ struct Operands {
 }  // namespace
 
 TEST_CASE("status strings and the last error") {
-  for (int s = ARB_OK; s <= ARB_ERR_INTERNAL; ++s) CHECK(std::string(arb_status_string(static_cast<arb_status>(s))).rfind("ARB_", 0) == 0);
+  for (int s = ARB_OK; s <= ARB_ERR_TABLE; ++s) CHECK(std::string(arb_status_string(static_cast<arb_status>(s))).rfind("ARB_", 0) == 0);
   CHECK(std::string(arb_status_string(1234)) == "ARB_ERR_UNKNOWN");
   CHECK(arb_gemm(nullptr, nullptr, nullptr) == ARB_ERR_INVALID_ARGUMENT);
   CHECK(std::string(arb_last_error()) != "");

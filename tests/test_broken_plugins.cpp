@@ -2,6 +2,7 @@
 // reason, and the host keeps working.
 #include "api/call_builder.hpp"
 #include "common/failure.hpp"
+#include "dispatch/problem_text.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -89,7 +90,7 @@ TEST_CASE("a supports() that refuses everything is never chosen, and explain say
   args.y = &ty.t;
   Call call;
   build_softmax(&args, call);
-  const Decision decision = context->dispatcher().decide(call.problem, true);
+  const Decision decision = context->dispatcher().decide(call.problem, Dispatcher::Mode::explain);
   REQUIRE(decision.kernel != nullptr);
   CHECK(decision.kernel->name == "cpu.softmax");
   const std::string report = context->dispatcher().explain(call.problem);
@@ -98,8 +99,24 @@ TEST_CASE("a supports() that refuses everything is never chosen, and explain say
   CHECK(report.find("rejected") != std::string::npos);  // rejected plugins are listed too
 }
 
-TEST_CASE("a kernel that fails or throws at launch gives ARB_ERR_KERNEL with its message") {
+TEST_CASE("the verification gate keeps kernels that fail or throw at launch out of dispatch") {
   const auto context = fixtures_and_shipped();
+  std::vector<float> y;
+  softmax_row(*context, 7, y);  // misbehaves.softmax_fails ranks first, fails the gate
+  float sum = 0;
+  for (float v : y) sum += v;
+  CHECK(sum == doctest::Approx(1.0f));
+  const arb_problem p = parse_problem("softmax f32 rows=1 cols=7").problem;
+  const std::optional<Verdict> verdict = context->gate().known_verdict(*context->registry().find("misbehaves.softmax_fails"), p);
+  REQUIRE(verdict.has_value());
+  CHECK(verdict->failed("launch_failed"));
+  CHECK(verdict->detail.find("misbehaves: deliberate failure") != std::string::npos);
+}
+
+TEST_CASE("a kernel that fails or throws at launch gives ARB_ERR_KERNEL with its message") {
+  // Without the gate (allow_unverified, which never admits AI-generated kernels), the
+  // kernel runs and its failure reaches the caller.
+  const auto context = fixtures_and_shipped("[verify]\nallow_unverified = true\n");
   std::vector<float> y;
   try {
     softmax_row(*context, 7, y);

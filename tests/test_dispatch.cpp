@@ -16,7 +16,7 @@ std::unique_ptr<Context> shipped(const std::string& extra = "") {
 }
 
 std::string chosen(Context& context, const std::string& problem) {
-  const Decision decision = context.dispatcher().decide(parse_problem(problem).problem, false);
+  const Decision decision = context.dispatcher().decide(parse_problem(problem).problem, Dispatcher::Mode::dispatch);
   return decision.kernel ? decision.kernel->name : "none: " + decision.failure;
 }
 

@@ -173,6 +173,7 @@ ARB_API arb_status arb_plugin_get_info(arb_context context, size_t plugin_index,
     info->provenance = plugin.provenance;
     info->priority = plugin.priority;
     info->kernel_count = plugin.kernels.size();
+    if (ARB_HAS_FIELD(arb_plugin_info, info, runtime_version)) info->runtime_version = plugin.runtime_version.c_str();
   });
 }
 

@@ -28,6 +28,7 @@ const char* status_string(int32_t status) noexcept {
     case ARB_ERR_VERSION: return "ARB_ERR_VERSION";
     case ARB_ERR_BUFFER_TOO_SMALL: return "ARB_ERR_BUFFER_TOO_SMALL";
     case ARB_ERR_INTERNAL: return "ARB_ERR_INTERNAL";
+    case ARB_ERR_TABLE: return "ARB_ERR_TABLE";
   }
   return "ARB_ERR_UNKNOWN";
 }

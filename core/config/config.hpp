@@ -15,8 +15,17 @@ namespace arbiter {
 
 // What dispatch does when neither an override nor the tuning table decides.
 enum class OnMiss {
-  heuristic,  // the highest-priority kernel whose supports() accepts
+  heuristic,  // the highest-priority verified kernel whose supports() accepts
+  nearest,    // the kernel of the nearest tuned shape of the same class, else heuristic
   error       // a miss is an error (ARB_ERR_UNSUPPORTED)
+};
+
+// What the tuning table is for (table.policy).
+enum class TablePolicy {
+  replay,        // use entries, never tune, never write (production)
+  tune_missing,  // a problem without an entry is tuned now and written
+  retune,        // every problem is tuned again on first sight (entries are incumbents)
+  strict         // a problem without an entry is an error
 };
 
 struct IntRange {
@@ -49,6 +58,20 @@ struct DispatchConfig {
 
 struct TableConfig {
   std::string path;  // the tuning table; "" for none
+  TablePolicy policy = TablePolicy::replay;
+};
+
+struct VerifyConfig {
+  bool allow_unverified = false;  // dispatch kernels without a verdict (never AI-generated ones)
+  int trials = 3;
+};
+
+struct TuneConfig {
+  int budget_ms = 200;        // per problem, for the measurement phase
+  int min_samples = 20;
+  int warmup = 2;             // launches
+  double screen_factor = 1.5;
+  std::string cache = "cold";  // "cold": rotate buffers past the LLC; "warm": one set
 };
 
 struct Config {
@@ -57,7 +80,11 @@ struct Config {
   PluginsConfig plugins;
   DispatchConfig dispatch;
   TableConfig table;
+  VerifyConfig verify;
+  TuneConfig tune;
 };
+
+std::string_view table_policy_name(TablePolicy policy);
 
 // Parses TOML text. `source` names it in messages; relative paths in it resolve against
 // `base_dir`. Throws Failure(ARB_ERR_CONFIG, "source:line:column: what") on syntax errors,

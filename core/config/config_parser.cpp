@@ -3,7 +3,9 @@
 #include "common/failure.hpp"
 #include "common/names.hpp"
 #include "config/config.hpp"
+#include "config/toml_section.hpp"
 
+#include <fmt/format.h>
 #include <toml++/toml.h>
 
 #include <filesystem>
@@ -16,112 +18,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A "source:line:column" prefix for a position in the document.
-std::string where(const std::string& source, const toml::source_position& pos) {
-  std::ostringstream out;
-  out << source << ':' << pos.line << ':' << pos.column;
-  return out.str();
-}
-
-[[noreturn]] void config_error(const std::string& source, const toml::source_position& pos, const std::string& what) {
-  fail(ARB_ERR_CONFIG, where(source, pos) + ": " + what);
-}
-
-// One TOML table being read: typed getters that remember which keys were consumed, and
-// finish() that rejects whatever is left.
-class Section {
- public:
-  Section(const toml::table& table, std::string path, const std::string& source)
-      : table_(table), path_(std::move(path)), source_(source) {}
-
-  const toml::node* find(std::string_view key) {
-    seen_.insert(std::string(key));
-    return table_.get(key);
+// An inclusive range: an integer n (meaning [n, n]) or an array [lo, hi].
+std::optional<IntRange> read_range(Section& s, std::string_view key) {
+  const toml::node* node = s.find(key);
+  if (node == nullptr) return std::nullopt;
+  if (node->is_integer()) {
+    const int64_t v = node->as_integer()->get();
+    return IntRange{v, v};
   }
-
-  std::optional<std::string> string(std::string_view key) {
-    const toml::node* node = find(key);
-    if (node == nullptr) return std::nullopt;
-    if (!node->is_string()) wrong_type(*node, key, "a string");
-    return node->as_string()->get();
-  }
-
-  std::optional<bool> boolean(std::string_view key) {
-    const toml::node* node = find(key);
-    if (node == nullptr) return std::nullopt;
-    if (!node->is_boolean()) wrong_type(*node, key, "true or false");
-    return node->as_boolean()->get();
-  }
-
-  std::optional<int64_t> integer(std::string_view key) {
-    const toml::node* node = find(key);
-    if (node == nullptr) return std::nullopt;
-    if (!node->is_integer()) wrong_type(*node, key, "an integer");
-    return node->as_integer()->get();
-  }
-
-  std::vector<std::string> strings(std::string_view key) {
-    std::vector<std::string> result;
-    const toml::node* node = find(key);
-    if (node == nullptr) return result;
-    const toml::array* array = node->as_array();
-    if (array == nullptr) wrong_type(*node, key, "an array of strings");
-    for (const toml::node& item : *array) {
-      if (!item.is_string()) wrong_type(item, key, "an array of strings");
-      result.push_back(item.as_string()->get());
-    }
-    return result;
-  }
-
-  // An inclusive range: an integer n (meaning [n, n]) or an array [lo, hi].
-  std::optional<IntRange> range(std::string_view key) {
-    const toml::node* node = find(key);
-    if (node == nullptr) return std::nullopt;
-    if (node->is_integer()) {
-      const int64_t v = node->as_integer()->get();
-      return IntRange{v, v};
-    }
-    const toml::array* array = node->as_array();
-    if (array == nullptr || array->size() != 2 || !(*array)[0].is_integer() || !(*array)[1].is_integer())
-      wrong_type(*node, key, "an integer or an array [low, high] of two integers");
-    IntRange r{(*array)[0].as_integer()->get(), (*array)[1].as_integer()->get()};
-    if (r.lo > r.hi) error(*node, "'" + qualified(key) + "': low end above high end");
-    return r;
-  }
-
-  [[noreturn]] void error(const toml::node& node, const std::string& what) const {
-    config_error(source_, node.source().begin, what);
-  }
-
-  [[noreturn]] void wrong_type(const toml::node& node, std::string_view key, const std::string& expected) const {
-    error(node, "'" + qualified(key) + "' must be " + expected);
-  }
-
-  std::string qualified(std::string_view key) const {
-    return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
-  }
-
-  // Rejects keys nobody asked for (typos, keys of another version).
-  void finish() const {
-    for (const auto& [key, node] : table_) {
-      if (seen_.count(std::string(key.str())) == 0)
-        config_error(source_, key.source().begin, "unknown key '" + qualified(key.str()) + "'");
-    }
-  }
-
- private:
-  const toml::table& table_;
-  std::string path_;
-  const std::string& source_;
-  std::set<std::string> seen_;
-};
-
-// A sub-table, or nullptr if absent; anything else under that key is a type error.
-const toml::table* subtable(Section& parent, std::string_view key) {
-  const toml::node* node = parent.find(key);
-  if (node == nullptr) return nullptr;
-  if (!node->is_table()) parent.wrong_type(*node, key, "a table");
-  return node->as_table();
+  const toml::array* array = node->as_array();
+  if (array == nullptr || array->size() != 2 || !(*array)[0].is_integer() || !(*array)[1].is_integer())
+    s.wrong_type(*node, key, "an integer or an array [low, high] of two integers");
+  IntRange r{(*array)[0].as_integer()->get(), (*array)[1].as_integer()->get()};
+  if (r.lo > r.hi) s.error(*node, "'" + s.qualified(key) + "': low end above high end");
+  return r;
 }
 
 std::string resolve_path(const std::string& path, const std::string& base_dir) {
@@ -132,13 +42,13 @@ std::string resolve_path(const std::string& path, const std::string& base_dir) {
 void read_plugins(Section& root, const std::string& source, const std::string& base_dir, PluginsConfig& out) {
   const toml::table* table = subtable(root, "plugins");
   if (table == nullptr) return;
-  Section s(*table, "plugins", source);
+  Section s(*table, "plugins", source, ARB_ERR_CONFIG);
   for (const std::string& path : s.strings("paths")) out.paths.push_back(resolve_path(path, base_dir));
   if (auto v = s.boolean("search_default_paths")) out.search_default_paths = *v;
   out.enable = s.strings("enable");
   out.disable = s.strings("disable");
   if (const toml::table* priorities = subtable(s, "priority")) {
-    Section p(*priorities, "plugins.priority", source);
+    Section p(*priorities, "plugins.priority", source, ARB_ERR_CONFIG);
     for (const auto& [key, node] : *priorities) {
       const std::string name(key.str());
       const int64_t value = *p.integer(name);
@@ -151,9 +61,9 @@ void read_plugins(Section& root, const std::string& source, const std::string& b
 }
 
 OverrideRule read_override(const toml::table& table, const std::string& source) {
-  Section s(table, "dispatch.override", source);
+  Section s(table, "dispatch.override", source, ARB_ERR_CONFIG);
   OverrideRule rule;
-  rule.origin = where(source, table.source().begin);
+  rule.origin = toml_position(source, table.source().begin);
   const std::optional<std::string> op = s.string("op");
   if (!op) s.error(table, "'dispatch.override' needs 'op'");
   if (auto parsed = parse_op(*op)) {
@@ -169,11 +79,11 @@ OverrideRule read_override(const toml::table& table, const std::string& source) 
     rule.device = parse_device(*device);
     if (!rule.device) s.error(*s.find("device"), "unknown device '" + *device + "' (cpu, cuda)");
   }
-  rule.m = s.range("m");
-  rule.n = s.range("n");
-  rule.k = s.range("k");
-  rule.rows = s.range("rows");
-  rule.cols = s.range("cols");
+  rule.m = read_range(s, "m");
+  rule.n = read_range(s, "n");
+  rule.k = read_range(s, "k");
+  rule.rows = read_range(s, "rows");
+  rule.cols = read_range(s, "cols");
   const std::optional<std::string> kernel = s.string("kernel");
   if (!kernel || kernel->find('.') == std::string::npos || kernel->front() == '.')
     s.error(table, "'dispatch.override' needs 'kernel = \"<plugin>.<kernel>\"'");
@@ -189,14 +99,17 @@ OverrideRule read_override(const toml::table& table, const std::string& source) 
 void read_dispatch(Section& root, const std::string& source, DispatchConfig& out) {
   const toml::table* table = subtable(root, "dispatch");
   if (table == nullptr) return;
-  Section s(*table, "dispatch", source);
+  Section s(*table, "dispatch", source, ARB_ERR_CONFIG);
   if (auto on_miss = s.string("on_miss")) {
     if (*on_miss == "heuristic") {
       out.on_miss = OnMiss::heuristic;
+    } else if (*on_miss == "nearest") {
+      out.on_miss = OnMiss::nearest;
     } else if (*on_miss == "error") {
       out.on_miss = OnMiss::error;
     } else {
-      s.error(*s.find("on_miss"), "'dispatch.on_miss' must be \"heuristic\" or \"error\", not \"" + *on_miss + "\"");
+      s.error(*s.find("on_miss"),
+              "'dispatch.on_miss' must be \"heuristic\", \"nearest\" or \"error\", not \"" + *on_miss + "\"");
     }
   }
   if (const toml::node* node = s.find("override")) {
@@ -213,8 +126,56 @@ void read_dispatch(Section& root, const std::string& source, DispatchConfig& out
 void read_table(Section& root, const std::string& source, const std::string& base_dir, TableConfig& out) {
   const toml::table* table = subtable(root, "table");
   if (table == nullptr) return;
-  Section s(*table, "table", source);
+  Section s(*table, "table", source, ARB_ERR_CONFIG);
   if (auto path = s.string("path")) out.path = resolve_path(*path, base_dir);
+  if (auto policy = s.string("policy")) {
+    bool known = false;
+    for (TablePolicy p : {TablePolicy::replay, TablePolicy::tune_missing, TablePolicy::retune, TablePolicy::strict})
+      if (*policy == table_policy_name(p)) {
+        out.policy = p;
+        known = true;
+      }
+    if (!known)
+      s.error(*s.find("policy"), "'table.policy' must be \"replay\", \"tune-missing\", \"retune\" or \"strict\", not \"" +
+                                     *policy + "\"");
+  }
+  s.finish();
+}
+
+void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
+  const toml::table* table = subtable(root, "verify");
+  if (table == nullptr) return;
+  Section s(*table, "verify", source, ARB_ERR_CONFIG);
+  if (auto v = s.boolean("allow_unverified")) out.allow_unverified = *v;
+  if (auto v = s.integer("trials")) {
+    if (*v < 3 || *v > 100) s.error(*s.find("trials"), "'verify.trials' must be from 3 to 100");
+    out.trials = static_cast<int>(*v);
+  }
+  s.finish();
+}
+
+void read_tune(Section& root, const std::string& source, TuneConfig& out) {
+  const toml::table* table = subtable(root, "tune");
+  if (table == nullptr) return;
+  Section s(*table, "tune", source, ARB_ERR_CONFIG);
+  auto bounded = [&](const char* key, int64_t lo, int64_t hi, int& field) {
+    if (auto v = s.integer(key)) {
+      if (*v < lo || *v > hi) s.error(*s.find(key), fmt::format("'tune.{}' must be from {} to {}", key, lo, hi));
+      field = static_cast<int>(*v);
+    }
+  };
+  bounded("budget_ms", 1, 600000, out.budget_ms);
+  bounded("min_samples", 20, 100000, out.min_samples);
+  bounded("warmup", 1, 1000, out.warmup);
+  if (const toml::node* node = s.find("screen_factor")) {
+    if (!node->is_number()) s.wrong_type(*node, "screen_factor", "a number");
+    out.screen_factor = node->value<double>().value_or(1.5);
+    if (out.screen_factor < 1.0) s.error(*node, "'tune.screen_factor' must be at least 1");
+  }
+  if (auto cache = s.string("cache")) {
+    if (*cache != "cold" && *cache != "warm") s.error(*s.find("cache"), "'tune.cache' must be \"cold\" or \"warm\"");
+    out.cache = *cache;
+  }
   s.finish();
 }
 
@@ -225,11 +186,11 @@ Config parse_config(std::string_view toml_text, const std::string& source, const
   try {
     document = toml::parse(toml_text, source);
   } catch (const toml::parse_error& e) {
-    config_error(source, e.source().begin, std::string(e.description()));
+    fail(ARB_ERR_CONFIG, toml_position(source, e.source().begin) + ": " + std::string(e.description()));
   }
   Config config;
   config.source = source;
-  Section root(document, "", source);
+  Section root(document, "", source, ARB_ERR_CONFIG);
   if (auto level = root.string("log_level")) {
     auto parsed = parse_log_level(*level);
     if (!parsed)
@@ -239,6 +200,8 @@ Config parse_config(std::string_view toml_text, const std::string& source, const
   read_plugins(root, source, base_dir, config.plugins);
   read_dispatch(root, source, config.dispatch);
   read_table(root, source, base_dir, config.table);
+  read_verify(root, source, config.verify);
+  read_tune(root, source, config.tune);
   root.finish();
   return config;
 }
@@ -250,6 +213,15 @@ Config load_config_file(const std::string& path) {
   text << in.rdbuf();
   const fs::path parent = fs::absolute(fs::path(path)).parent_path();
   return parse_config(text.str(), path, parent.string());
+}
+
+std::string_view table_policy_name(TablePolicy policy) {
+  switch (policy) {
+    case TablePolicy::tune_missing: return "tune-missing";
+    case TablePolicy::retune: return "retune";
+    case TablePolicy::strict: return "strict";
+    default: return "replay";
+  }
 }
 
 Config default_config() { return parse_config(default_config_text(), "<embedded default>", ""); }

@@ -9,6 +9,10 @@
 
 namespace arbiter {
 
+const char* distribution_name(Distribution distribution) {
+  return distribution == Distribution::normal ? "normal" : "uniform[-1,1]";
+}
+
 ProblemBuffers::ProblemBuffers(const arb_problem& p, float alpha, float beta, float eps)
     : problem_(p), alpha_(alpha), beta_(beta), eps_(eps) {
   if (p.device_type != kDLCPU) fail(ARB_ERR_UNSUPPORTED, "ProblemBuffers holds host (CPU) memory only");

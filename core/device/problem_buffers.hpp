@@ -18,6 +18,7 @@ enum class Distribution {
   uniform,  // uniform in [-1, 1]
   normal    // standard normal
 };
+const char* distribution_name(Distribution distribution);
 
 class ProblemBuffers {
  public:
@@ -40,6 +41,7 @@ class ProblemBuffers {
 
   const arb_problem& problem() const { return problem_; }
   const std::vector<Operand>& all() const { return operands_; }
+  std::byte* buffer_data(size_t index) { return operands_.at(index).buffer.data(); }
   const Operand* find(const std::string& name) const;
 
   // Element (r, c) of an operand, widened to double.

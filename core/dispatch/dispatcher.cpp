@@ -1,7 +1,12 @@
 #include "dispatch/dispatcher.hpp"
 
 #include "common/failure.hpp"
+#include "common/log.hpp"
 #include "common/names.hpp"
+#include "table/table_index.hpp"
+#include "table/tuned_entry.hpp"
+#include "tune/tuner.hpp"
+#include "tune/verification_gate.hpp"
 
 #include <fmt/format.h>
 
@@ -32,10 +37,54 @@ bool rule_matches(const OverrideRule& rule, const arb_problem& p) {
   return within(rule.rows, p.rows) && within(rule.cols, p.cols);
 }
 
-Dispatcher::Dispatcher(const KernelRegistry& registry, const DispatchConfig& config)
-    : registry_(registry), config_(config) {}
+Dispatcher::Dispatcher(const KernelRegistry& registry, const DispatchConfig& config, DispatchServices services)
+    : registry_(registry), config_(config), services_(std::move(services)) {}
 
-Decision Dispatcher::decide(const arb_problem& p, bool full_trace) const {
+bool Dispatcher::admitted(const KernelRecord& kernel, const arb_problem& problem, Mode mode, std::string* note) {
+  if (services_.gate == nullptr || !services_.gate->gated(kernel)) return true;
+  std::string why;
+  if (services_.gate->admits(kernel, problem, mode == Mode::dispatch, &why)) return true;
+  if (mode == Mode::explain && !services_.gate->known_verdict(kernel, problem)) {
+    if (note) *note = " (verification pending: runs on first use)";
+    return true;
+  }
+  if (note) *note = why;
+  return false;
+}
+
+bool Dispatcher::heuristic(const arb_problem& p, Mode mode, Decision& decision) {
+  auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
+  const bool full_trace = mode == Mode::explain;
+  for (const KernelRecord* kernel : registry_.candidates(p.op)) {
+    const std::string label = fmt::format("{} (plugin priority {}, kernel priority {})", kernel->name,
+                                          kernel->plugin->priority, kernel->abi.priority);
+    if (kernel->abi.device_type != p.device_type) {
+      if (full_trace) note(label + fmt::format(": runs on {}", device_name(kernel->abi.device_type)));
+      continue;
+    }
+    std::string why;
+    if (!kernel_supports(*kernel, p, &why)) {
+      note(label + ": refused: " + why);
+      continue;
+    }
+    if (decision.kernel != nullptr) {  // only with full_trace
+      note(label + ": supports it, lower in order");
+      continue;
+    }
+    std::string gate_note;
+    if (!admitted(*kernel, p, mode, &gate_note)) {
+      note(label + ": " + gate_note);
+      continue;
+    }
+    note(label + ": chosen" + gate_note);
+    decision.kernel = kernel;
+    decision.rule = "heuristic: the highest-priority verified kernel that supports the problem";
+    if (!full_trace) return true;
+  }
+  return decision.kernel != nullptr;
+}
+
+Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
   Decision decision;
   auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
 
@@ -55,53 +104,113 @@ Decision Dispatcher::decide(const arb_problem& p, bool full_trace) const {
                                device_name(kernel->abi.device_type), device_name(p.device_type)));
     } else if (!kernel_supports(*kernel, p, &why)) {
       note(label + ": kernel refused the problem (" + why + "); rule skipped");
+    } else if (std::string gate_note; !admitted(*kernel, p, mode, &gate_note)) {
+      note(label + ": " + gate_note + "; rule skipped");
     } else {
-      note(label + ": matched");
+      note(label + ": matched" + gate_note);
       decision.kernel = kernel;
       decision.rule = "config override #" + std::to_string(i + 1) + " at " + rule.origin;
       return decision;
     }
   }
 
-  // 2. The tuning table comes here (next milestone).
+  // 2. The tuning table.
+  const std::string policy = std::string(table_policy_name(services_.policy));
+  std::optional<TableHit> entry;
+  if (services_.table != nullptr) {
+    const std::string key = problem_key(p);
+    entry = services_.table->lookup(key);
+    if (entry && services_.policy != TablePolicy::retune) {
+      const TableEntry& e = *entry->entry;
+      note(fmt::format("tuning table: {} median {:.3g} us (p20 {:.3g}, p80 {:.3g}, {} samples){}; {}; {}", e.kernel,
+                       e.median_us, e.p20_us, e.p80_us, e.samples,
+                       e.runner_up.empty() ? "" : fmt::format(", {:.1f}% ahead of {}", e.margin * 100, e.runner_up),
+                       e.verification, e.when));
+      decision.kernel = entry->kernel;
+      decision.rule = "tuning table entry (table.policy = " + policy + ")";
+      return decision;
+    }
+    note(entry ? "tuning table: entry ignored, table.policy = retune" : "tuning table: " + services_.table->why_not(key));
+  } else {
+    note("tuning table: none (table.path is empty, or the file could not be used)");
+  }
 
-  // 3. On miss.
-  if (config_.on_miss == OnMiss::error) {
-    decision.failure = "no config override chose a kernel and dispatch.on_miss = \"error\"";
+  // 3. Tune now.
+  const bool tuning_policy = services_.policy == TablePolicy::tune_missing || services_.policy == TablePolicy::retune;
+  if (tuning_policy && services_.tuner != nullptr) {
+    if (mode == Mode::explain) {
+      note("table.policy = " + policy + ": this problem is tuned on first use; until then the heuristic below");
+    } else {
+      const TuneResult result = services_.tuner->tune(p, entry ? entry->kernel : nullptr);
+      if (services_.on_tuned) services_.on_tuned(p, result);
+      if (const Candidate* winner = result.winning()) {
+        if (services_.device != nullptr) {
+          const TableEntry tuned = tuned_entry(result, p, *services_.device);
+          try {
+            if (services_.persist) services_.persist(tuned);
+          } catch (const std::exception& e) {
+            logger().error("could not write the tuning table: {}", e.what());
+          }
+          if (services_.table != nullptr) services_.table->add(tuned, *winner->kernel);
+        }
+        note(fmt::format("tuned now in {:.0f} ms: {} median {:.3g} us{}", result.seconds * 1e3, winner->kernel->name,
+                         winner->stats.median * 1e6,
+                         result.second() ? fmt::format(", {:.1f}% ahead of {}", result.margin * 100,
+                                                       result.second()->kernel->name)
+                                         : ""));
+        decision.kernel = winner->kernel;
+        decision.rule = "tuned now (table.policy = " + policy + ")";
+        return decision;
+      }
+      note("tuning found no kernel that passes verification and runs");
+    }
+  }
+
+  // 4. Strict: the table must have it.
+  if (services_.policy == TablePolicy::strict) {
+    decision.failure = "no valid tuning-table entry for this problem and table.policy = \"strict\"";
     return decision;
   }
-  for (const KernelRecord* kernel : registry_.candidates(p.op)) {
-    const std::string label =
-        fmt::format("{} (plugin priority {}, kernel priority {})", kernel->name, kernel->plugin->priority,
-                    kernel->abi.priority);
-    if (kernel->abi.device_type != p.device_type) {
-      if (full_trace) note(label + fmt::format(": runs on {}", device_name(kernel->abi.device_type)));
-      continue;
-    }
-    if (decision.kernel != nullptr) {  // only reached with full_trace
-      std::string why;
-      note(label + (kernel_supports(*kernel, p, &why) ? ": supports it, lower in order" : ": refused: " + why));
-      continue;
-    }
-    std::string why;
-    if (kernel_supports(*kernel, p, &why)) {
-      note(label + ": chosen");
-      decision.kernel = kernel;
-      decision.rule = "heuristic: the highest-priority kernel that supports the problem";
-      if (!full_trace) return decision;
+
+  // 5. On miss.
+  if (config_.on_miss == OnMiss::error) {
+    decision.failure = "no override or table entry chose a kernel and dispatch.on_miss = \"error\"";
+    return decision;
+  }
+  if (config_.on_miss == OnMiss::nearest) {
+    double distance = 0;
+    std::optional<TableHit> near = services_.table ? services_.table->nearest(p, &distance) : std::nullopt;
+    std::string why, gate_note;
+    if (!near) {
+      note("nearest tuned shape: none of this class in the table");
+    } else if (!kernel_supports(*near->kernel, p, &why)) {
+      note(fmt::format("nearest tuned shape '{}' (distance {:.2f}) -> {}: refused: {}", near->entry->key, distance,
+                       near->kernel->name, why));
+    } else if (!admitted(*near->kernel, p, mode, &gate_note)) {
+      note(fmt::format("nearest tuned shape '{}' -> {}: {}", near->entry->key, near->kernel->name, gate_note));
     } else {
-      note(label + ": refused: " + why);
+      note(fmt::format("nearest tuned shape '{}' (distance {:.2f}) -> {}{}", near->entry->key, distance,
+                       near->kernel->name, gate_note));
+      decision.kernel = near->kernel;
+      decision.rule = fmt::format("nearest tuned shape (sum of |log2| size differences {:.2f})", distance);
+      if (mode == Mode::dispatch) return decision;
     }
   }
-  if (decision.kernel == nullptr)
-    decision.failure = fmt::format("no loaded kernel supports this {} problem", op_name(p.op));
+  if (decision.kernel != nullptr) {  // explain mode after a nearest hit: show the rest too
+    Decision rest;
+    heuristic(p, mode, rest);
+    for (auto& line : rest.trace) note("(heuristic) " + line);
+    return decision;
+  }
+  if (!heuristic(p, mode, decision))
+    decision.failure = fmt::format("no loaded kernel both supports this {} problem and passes verification", op_name(p.op));
   return decision;
 }
 
 const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t hash) {
   std::lock_guard<std::mutex> lock(miss_mutex_);
   if (const Selection* hit = cache_.find(problem, hash)) return *hit;  // another thread won
-  const Decision decision = decide(problem, false);
+  const Decision decision = decide(problem, Mode::dispatch);
   if (decision.kernel == nullptr)
     fail(ARB_ERR_UNSUPPORTED, decision.failure + " (" + problem_key(problem) + "); see arb_explain");
   Selection selection{decision.kernel, 0};
@@ -120,8 +229,8 @@ const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t
   return selections_.back();
 }
 
-std::string Dispatcher::explain(const arb_problem& problem) const {
-  const Decision decision = decide(problem, true);
+std::string Dispatcher::explain(const arb_problem& problem) {
+  const Decision decision = decide(problem, Mode::explain);
   std::string out = "problem: " + problem_key(problem) + "\n";
   if (decision.kernel != nullptr) {
     out += "kernel:  " + decision.kernel->name + " (" + std::string(provenance_name(decision.kernel->provenance)) +
@@ -132,7 +241,6 @@ std::string Dispatcher::explain(const arb_problem& problem) const {
     out += "reason:  " + decision.failure + "\n";
   }
   out += "considered:\n";
-  if (decision.trace.empty()) out += "  (no kernel for this op is loaded)\n";
   for (const std::string& line : decision.trace) out += "  " + line + "\n";
   for (const auto& plugin : registry_.plugins())
     if (plugin->state != PluginState::loaded)

@@ -1,5 +1,11 @@
-// Chooses the kernel for a problem (DESIGN.md section 2): config override, then the tuning
-// table (not yet), then the on-miss policy; remembers the choice in the selection cache.
+// Chooses the kernel for a problem (DESIGN.md section 2), in this order:
+//   1. a config override matching the problem;
+//   2. the tuning table's entry, if valid here (table.policy != retune);
+//   3. tuning now (table.policy = tune-missing or retune), the result written to the table;
+//   4. table.policy = strict: a miss is an error;
+//   5. dispatch.on_miss: nearest tuned shape | heuristic (plugin priority) | error.
+// Every kernel must pass the verification gate before it is chosen. The choice is kept in
+// the selection cache, so all of this runs once per distinct problem.
 #pragma once
 
 #include "config/config.hpp"
@@ -7,11 +13,20 @@
 #include "plugin/kernel_registry.hpp"
 
 #include <deque>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace arbiter {
+
+class VerificationGate;
+class TableIndex;
+class Tuner;
+struct TableEntry;
+struct TuneResult;
+struct DeviceFingerprint;
 
 struct Selection {
   const KernelRecord* kernel = nullptr;
@@ -21,14 +36,27 @@ struct Selection {
 // The policy's answer with its reasoning, for explain.
 struct Decision {
   const KernelRecord* kernel = nullptr;
-  std::string rule;                 // which rule fired
-  std::vector<std::string> trace;   // what was considered, and why refused
-  std::string failure;              // why nothing was chosen
+  std::string rule;                // which rule fired
+  std::vector<std::string> trace;  // what was considered, and why refused
+  std::string failure;             // why nothing was chosen
+};
+
+// What the policy may use beyond the registry; any pointer may be null.
+struct DispatchServices {
+  VerificationGate* gate = nullptr;
+  TableIndex* table = nullptr;
+  Tuner* tuner = nullptr;
+  TablePolicy policy = TablePolicy::replay;
+  // Stores a freshly tuned entry (the table file). May throw; failures are logged.
+  std::function<void(const TableEntry&)> persist;
+  // Reports a finished tuning (the CLI's progress output); may be empty.
+  std::function<void(const arb_problem&, const TuneResult&)> on_tuned;
+  const DeviceFingerprint* device = nullptr;  // for tuned entries
 };
 
 class Dispatcher {
  public:
-  Dispatcher(const KernelRegistry& registry, const DispatchConfig& config);
+  Dispatcher(const KernelRegistry& registry, const DispatchConfig& config, DispatchServices services = {});
 
   // The hot path: lock-free and allocation-free when the problem was seen before.
   // Throws Failure(ARB_ERR_UNSUPPORTED) when no kernel can run the problem.
@@ -38,20 +66,27 @@ class Dispatcher {
     return select_on_miss(problem, hash);
   }
 
-  // The policy itself. With full_trace, every candidate is examined (for explain);
-  // otherwise the search stops at the first kernel that accepts.
-  Decision decide(const arb_problem& problem, bool full_trace) const;
-  std::string explain(const arb_problem& problem) const;
+  enum class Mode {
+    dispatch,  // may verify and tune; stops at the first kernel that qualifies
+    explain    // side-effect free: no verification or tuning runs; every candidate is shown
+  };
+  Decision decide(const arb_problem& problem, Mode mode);
+  std::string explain(const arb_problem& problem);
 
   size_t cached_selections() const { return cache_.size(); }
 
  private:
   const Selection& select_on_miss(const arb_problem& problem, uint64_t hash);
+  // Is the kernel allowed to run (the gate)? In explain mode an unknown verdict is
+  // reported as pending and counts as yes.
+  bool admitted(const KernelRecord& kernel, const arb_problem& problem, Mode mode, std::string* note);
+  bool heuristic(const arb_problem& problem, Mode mode, Decision& decision);
 
   const KernelRegistry& registry_;
   const DispatchConfig& config_;
+  DispatchServices services_;
   SelectionCache<Selection> cache_;
-  std::mutex miss_mutex_;             // serialises misses (cache writers)
+  std::mutex miss_mutex_;             // serialises misses (cache writers, tuning)
   std::deque<Selection> selections_;  // stable addresses for the cache
 };
 

@@ -75,6 +75,22 @@ std::string problem_key(const arb_problem& p) {
   return key;
 }
 
+std::string problem_class_key(const arb_problem& p) {
+  std::string key;
+  switch (p.op) {
+    case ARB_OP_GEMM:
+      key = fmt::format("gemm {} ta={} tb={} act={} bias={} beta={} inplace={}", dtype_name(p.dtype), p.trans_a,
+                        p.trans_b, activation_name(p.activation), p.has_bias, p.has_c, p.c_is_d);
+      break;
+    case ARB_OP_RMSNORM: key = fmt::format("rmsnorm {} residual={}", dtype_name(p.dtype), p.has_residual); break;
+    case ARB_OP_SOFTMAX: key = fmt::format("softmax {}", dtype_name(p.dtype)); break;
+    default: return "invalid";
+  }
+  key += fmt::format(" align={} device={}", p.alignment, device_name(p.device_type));
+  if (p.device_id != 0) key += fmt::format(":{}", p.device_id);
+  return key;
+}
+
 namespace {
 [[noreturn]] void invalid(const std::string& what) { fail(ARB_ERR_INVALID_ARGUMENT, what); }
 

@@ -28,6 +28,10 @@ int32_t alignment_class(std::initializer_list<uint64_t> values) noexcept;
 // parse_problem(problem_key(p)).problem == p.
 std::string problem_key(const arb_problem& problem);
 
+// The problem class: the key without sizes and row strides (op, dtype, device, transposes,
+// epilogue, fused inputs, alignment). Verification verdicts hold per kernel and class.
+std::string problem_class_key(const arb_problem& problem);
+
 // Throws Failure(ARB_ERR_INVALID_ARGUMENT) if sizes, strides or enums are out of range.
 void validate_problem(const arb_problem& problem);
 

@@ -81,6 +81,7 @@ std::string read_descriptor(const arb_plugin_descriptor* d, PluginRecord& record
   record.version = or_empty(descriptor.version);
   record.build_id = or_empty(descriptor.build_id);
   record.description = or_empty(descriptor.description);
+  record.runtime_version = or_empty(descriptor.runtime_version);  // zero (absent) in older layouts
   record.provenance = descriptor.provenance;
   record.own_priority = descriptor.priority;
   record.priority = descriptor.priority;

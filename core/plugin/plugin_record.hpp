@@ -25,6 +25,7 @@ struct PluginRecord {
   PluginState state = PluginState::rejected;
   std::string reason;  // why rejected or disabled
   std::string name, version, build_id, description;
+  std::string runtime_version;  // of the library the plugin wraps; "" if none
   uint32_t abi_major = 0, abi_minor = 0;  // as the plugin declared
   uint32_t agreed_minor = 0;              // the minor both sides understand
   int32_t provenance = ARB_PROVENANCE_UNSPECIFIED;

@@ -139,8 +139,9 @@ typedef struct arb_plugin_info {
   int32_t provenance;      /* arb_provenance */
   int32_t priority;        /* effective priority (config overrides the plugin's own) */
   size_t kernel_count;
+  const char* runtime_version; /* the library the plugin wraps (e.g. "OpenBLAS 0.3.21"), or "" */
 } arb_plugin_info;
-#define ARB_PLUGIN_INFO_INIT {sizeof(arb_plugin_info), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0}
+#define ARB_PLUGIN_INFO_INIT {sizeof(arb_plugin_info), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL}
 
 typedef struct arb_kernel_info {
   size_t struct_size;

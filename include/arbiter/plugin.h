@@ -126,6 +126,9 @@ typedef struct arb_plugin_descriptor {
   const char* description;
   void* plugin_ctx;
   void (*release)(void* plugin_ctx); /* called once per successful entry call, at unload */
+  /* The version of the library the plugin wraps (cuBLASLt, OpenBLAS...), or NULL. Part of
+   * every tuning-table entry's validators: a new vendor library invalidates its entries. */
+  const char* runtime_version;
 } arb_plugin_descriptor;
 #define ARB_PLUGIN_DESCRIPTOR_MIN_SIZE (offsetof(arb_plugin_descriptor, kernel_count) + sizeof(size_t))
 #define ARB_KERNEL_MIN_SIZE (offsetof(arb_kernel, launch) + sizeof(arb_launch_fn))

@@ -198,6 +198,7 @@ class Plugin {
   Plugin& description(std::string text) { description_ = std::move(text); return *this; }
   Plugin& provenance(arb_provenance provenance) { provenance_ = provenance; return *this; }
   Plugin& priority(int32_t priority) { priority_ = priority; return *this; }
+  Plugin& runtime_version(std::string version) { runtime_version_ = std::move(version); return *this; }
   Plugin& kernel(Kernel kernel) {
     kernels_.push_back(std::make_unique<Kernel>(std::move(kernel)));
     return *this;
@@ -219,11 +220,12 @@ class Plugin {
     c_.priority = priority_;
     c_.kernels = c_kernels_.data();
     c_.kernel_count = c_kernels_.size();
+    c_.runtime_version = runtime_version_.c_str();
     return &c_;
   }
 
  private:
-  std::string name_, version_, build_id_ = ARBITER_PLUGIN_BUILD_ID, description_;
+  std::string name_, version_, build_id_ = ARBITER_PLUGIN_BUILD_ID, description_, runtime_version_;
   arb_provenance provenance_ = ARB_PROVENANCE_HAND_TUNED;
   int32_t priority_ = 0;
   std::vector<std::unique_ptr<Kernel>> kernels_;

@@ -32,7 +32,8 @@ typedef enum arb_status {
   ARB_ERR_OUT_OF_MEMORY = 6,
   ARB_ERR_VERSION = 7,          /* ABI version mismatch */
   ARB_ERR_BUFFER_TOO_SMALL = 8, /* caller's output buffer is too small; the size needed is reported */
-  ARB_ERR_INTERNAL = 9
+  ARB_ERR_INTERNAL = 9,
+  ARB_ERR_TABLE = 10            /* the tuning table could not be read, written or used */
 } arb_status;
 
 /* Element types. Every operand of one call has the same type; math is done in f32 or wider. */

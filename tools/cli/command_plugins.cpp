@@ -29,6 +29,7 @@ int command_plugins(const Arguments& args) {
                plugin->version, provenance_name(plugin->provenance), plugin->priority, plugin->abi_major,
                plugin->abi_minor, plugin->abi_major, plugin->agreed_minor, plugin->build_id, plugin->description,
                plugin->path);
+    if (!plugin->runtime_version.empty()) fmt::print("  wraps: {}\n", plugin->runtime_version);
     for (const KernelRecord& kernel : plugin->kernels) {
       std::string flags;
       if (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) flags = "  nondeterministic";

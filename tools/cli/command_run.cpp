@@ -56,7 +56,7 @@ int command_run(const Arguments& args) {
     if (kernel == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "no loaded kernel is named '" + name + "'");
     rule = "--kernel";
   } else {
-    const Decision decision = context->dispatcher().decide(problem, false);
+    const Decision decision = context->dispatcher().decide(problem, Dispatcher::Mode::dispatch);
     if (decision.kernel == nullptr) fail(ARB_ERR_UNSUPPORTED, decision.failure + "; try `arbiter explain`");
     kernel = decision.kernel;
     rule = decision.rule;

@@ -1,0 +1,68 @@
+// Device services: what the verification gate and the tuner need from a device, behind one
+// interface so that CUDA (streams, events) fits beside the CPU. Memory is device memory
+// (host memory on the CPU); the runtime stages data through host buffers.
+#pragma once
+
+#include <arbiter/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace arbiter {
+
+// An owned block of device memory, freed by its device.
+class DeviceMemory {
+ public:
+  DeviceMemory() = default;
+  DeviceMemory(void* data, size_t bytes, void (*release)(void*)) : data_(data, release), bytes_(bytes) {}
+  void* data() const { return data_.get(); }
+  size_t size() const { return bytes_; }
+
+ private:
+  std::unique_ptr<void, void (*)(void*)> data_{nullptr, [](void*) {}};
+  size_t bytes_ = 0;
+};
+
+// Measures elapsed device time between two marks on a stream (CPU: a steady clock around
+// synchronous work; CUDA: a pair of events).
+class DeviceTimer {
+ public:
+  virtual ~DeviceTimer() = default;
+  virtual void start(void* stream) = 0;
+  virtual void stop(void* stream) = 0;
+  // Waits for the stop mark, then returns the seconds between the marks.
+  virtual double seconds() = 0;
+};
+
+// What identifies a device for the tuning table: a table entry measured on one device is
+// only valid on an identical one.
+struct DeviceFingerprint {
+  std::string kind;     // "cpu", "cuda"
+  std::string name;     // CPU model / GPU name
+  std::string details;  // ISA extensions; compute capability, SM count, driver and runtime
+  std::string id() const;  // a short stable hash of the three
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DLDeviceType type() const = 0;
+  virtual const DeviceFingerprint& fingerprint() const = 0;
+  // 256-byte aligned; throws Failure(ARB_ERR_OUT_OF_MEMORY) on failure.
+  virtual DeviceMemory allocate(size_t bytes) = 0;
+  virtual void upload(void* device_dst, const void* host_src, size_t bytes, void* stream) = 0;
+  virtual void download(void* host_dst, const void* device_src, size_t bytes, void* stream) = 0;
+  // Fills bytes with a repeating 32-bit pattern (poison, canaries).
+  virtual void fill(void* device_dst, uint32_t pattern, size_t bytes, void* stream) = 0;
+  virtual void synchronize(void* stream) = 0;
+  virtual std::unique_ptr<DeviceTimer> timer() = 0;
+  // Bytes of the last-level cache that timing must rotate buffers past.
+  virtual size_t last_level_cache_bytes() const = 0;
+};
+
+// The host CPU.
+std::unique_ptr<Device> make_cpu_device();
+
+}  // namespace arbiter

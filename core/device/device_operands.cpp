@@ -1,0 +1,73 @@
+#include "device/device_operands.hpp"
+
+#include <cstring>
+
+namespace arbiter {
+
+DeviceOperands::DeviceOperands(Device& device, const ProblemBuffers& host, void* stream)
+    : device_(device), problem_(host.problem()) {
+  const arb_operands o = host.operands();
+  alpha_ = o.alpha;
+  beta_ = o.beta;
+  eps_ = o.eps;
+  for (const auto& operand : host.all()) {
+    Slot slot;
+    slot.name = operand.name;
+    slot.data_bytes = operand.buffer.size();
+    slot.memory = device.allocate(slot.data_bytes + 2 * kGuardBytes);
+    device.fill(slot.memory.data(), kCanary, kGuardBytes, stream);
+    device.fill(slot.data() + slot.data_bytes, kCanary, kGuardBytes, stream);
+    bytes_ += slot.data_bytes;
+    slots_.push_back(std::move(slot));
+  }
+  upload(host, stream);
+}
+
+void DeviceOperands::upload(const ProblemBuffers& host, void* stream) {
+  for (size_t i = 0; i < slots_.size(); ++i)
+    device_.upload(slots_[i].data(), host.all()[i].buffer.data(), slots_[i].data_bytes, stream);
+}
+
+void DeviceOperands::download(ProblemBuffers& host, void* stream) const {
+  for (size_t i = 0; i < slots_.size(); ++i)
+    device_.download(host.buffer_data(i), slots_[i].data(), slots_[i].data_bytes, stream);
+  device_.synchronize(stream);
+}
+
+arb_operands DeviceOperands::operands() const {
+  arb_operands o{};
+  o.struct_size = sizeof o;
+  auto find = [&](const char* name) -> void* {
+    for (const Slot& s : slots_)
+      if (s.name == name) return s.data();
+    return nullptr;
+  };
+  o.a = find("a");
+  o.b = find("b");
+  o.c = problem_.c_is_d ? find("d") : find("c");
+  o.bias = find("bias");
+  o.d = find("d");
+  o.x = find("x");
+  o.residual = find("residual");
+  o.weight = find("weight");
+  o.y = find("y");
+  o.alpha = alpha_;
+  o.beta = beta_;
+  o.eps = eps_;
+  return o;
+}
+
+std::vector<std::string> DeviceOperands::damaged_guards(void* stream) const {
+  std::vector<std::string> damaged;
+  std::vector<unsigned char> expected(kGuardBytes), before(kGuardBytes), after(kGuardBytes);
+  for (size_t i = 0; i < kGuardBytes; ++i) expected[i] = static_cast<unsigned char>(kCanary >> (8 * (i % 4)));
+  for (const Slot& s : slots_) {
+    device_.download(before.data(), s.memory.data(), kGuardBytes, stream);
+    device_.download(after.data(), s.data() + s.data_bytes, kGuardBytes, stream);
+    device_.synchronize(stream);
+    if (before != expected || after != expected) damaged.push_back(s.name);
+  }
+  return damaged;
+}
+
+}  // namespace arbiter

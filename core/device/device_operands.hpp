@@ -1,0 +1,46 @@
+// The operands of one problem in device memory, mirrored from host ProblemBuffers, each
+// between two guard regions filled with a canary pattern. New objects get new addresses,
+// which the verification gate relies on; upload() refreshes the data in place (same
+// addresses), which it relies on too.
+#pragma once
+
+#include "device/device.hpp"
+#include "device/problem_buffers.hpp"
+
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+class DeviceOperands {
+ public:
+  static constexpr size_t kGuardBytes = 256;
+  static constexpr uint32_t kCanary = 0x7fbadc0du;  // a NaN as f32, and recognisable
+
+  DeviceOperands(Device& device, const ProblemBuffers& host, void* stream);
+
+  // Copies every operand (rows, padding and all) from host buffers of the same problem.
+  void upload(const ProblemBuffers& host, void* stream);
+  // Copies every operand back into host buffers of the same problem.
+  void download(ProblemBuffers& host, void* stream) const;
+  arb_operands operands() const;
+  // Names of the operands whose guard regions no longer hold the canary.
+  std::vector<std::string> damaged_guards(void* stream) const;
+  // Bytes of all operands together (for rotating sets past the cache).
+  size_t bytes() const { return bytes_; }
+
+ private:
+  struct Slot {
+    std::string name;
+    DeviceMemory memory;  // [guard][data][guard]
+    size_t data_bytes = 0;
+    std::byte* data() const { return static_cast<std::byte*>(memory.data()) + kGuardBytes; }
+  };
+  Device& device_;
+  arb_problem problem_;
+  float alpha_, beta_, eps_;
+  std::vector<Slot> slots_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace arbiter

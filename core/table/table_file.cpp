@@ -1,0 +1,118 @@
+#include "table/table_file.hpp"
+
+#include "common/failure.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace arbiter {
+namespace {
+
+namespace fs = std::filesystem;
+
+[[noreturn]] void io_error(const std::string& what, const std::string& path) {
+  fail(ARB_ERR_TABLE, fmt::format("{} '{}': {}", what, path, std::strerror(errno)));
+}
+
+// An exclusive advisory lock on "<path>.lock", held for the object's life.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : path_(path + ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) io_error("cannot open the lock file", path_);
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        const int saved = errno;
+        ::close(fd_);
+        errno = saved;
+        io_error("cannot lock", path_);
+      }
+    }
+  }
+  ~FileLock() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+void write_all(int fd, const std::string& text, const std::string& path) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      io_error("cannot write", path);
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+TuningTable load_table_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return TuningTable();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ARB_ERR_TABLE, "cannot read tuning table '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return TuningTable::parse(text.str(), path);
+}
+
+void write_table_file(const std::string& path, const TuningTable& table) {
+  const fs::path target = fs::absolute(path);
+  std::random_device random;
+  const std::string temporary =
+      fmt::format("{}.tmp-{}-{:08x}", target.string(), static_cast<long>(::getpid()), random());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) io_error("cannot create", temporary);
+  try {
+    write_all(fd, table.to_toml(), temporary);
+    if (::fsync(fd) != 0) io_error("cannot flush", temporary);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), target.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(temporary.c_str());
+    errno = saved;
+    io_error("cannot replace", target.string());
+  }
+  // Make the rename itself durable.
+  const int dir = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update) {
+  std::error_code ec;
+  const fs::path parent = fs::absolute(path).parent_path();
+  if (!fs::is_directory(parent, ec) && !fs::create_directories(parent, ec))
+    fail(ARB_ERR_TABLE, fmt::format("cannot create the folder of the tuning table '{}': {}", path, ec.message()));
+  FileLock lock(path);
+  TuningTable table = load_table_file(path);  // what other writers put there meanwhile
+  update(table);
+  write_table_file(path, table);
+}
+
+}  // namespace arbiter

@@ -1,0 +1,27 @@
+// The tuning table on disk. Readers never see a half-written file: a writer takes an
+// advisory lock (flock on "<path>.lock"), re-reads the file, merges its entries in,
+// writes a temporary file beside it, flushes it, renames it over the table and flushes
+// the folder. A writer killed at any point leaves the previous table (and perhaps a
+// stray temporary file). Concurrent writers are serialised and lose no entry.
+#pragma once
+
+#include "table/tuning_table.hpp"
+
+#include <functional>
+#include <string>
+
+namespace arbiter {
+
+// An empty table if the file does not exist; Failure(ARB_ERR_TABLE) if it cannot be read
+// or parsed.
+TuningTable load_table_file(const std::string& path);
+
+// Under the lock: reads the current table (empty if absent), lets `update` change it,
+// writes it back atomically. If the current file is corrupt the update fails
+// (Failure(ARB_ERR_TABLE)) and the file is left for a person to look at.
+void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update);
+
+// Writes a table to a path atomically (temporary file, flush, rename), without locking.
+void write_table_file(const std::string& path, const TuningTable& table);
+
+}  // namespace arbiter

@@ -1,0 +1,37 @@
+#include "table/tuned_entry.hpp"
+
+#include "dispatch/problem.hpp"
+
+namespace arbiter {
+
+TableEntry tuned_entry(const TuneResult& result, const arb_problem& problem, const DeviceFingerprint& device) {
+  const Candidate& winner = *result.winning();
+  const PluginRecord& plugin = *winner.kernel->plugin;
+  TableEntry e;
+  e.key = problem_key(problem);
+  e.device = device.id();
+  e.kernel = winner.kernel->name;
+  e.plugin_version = plugin.version;
+  e.build_id = plugin.build_id;
+  e.runtime_version = plugin.runtime_version;
+  e.median_us = winner.stats.median * 1e6;
+  e.p20_us = winner.stats.p20 * 1e6;
+  e.p80_us = winner.stats.p80 * 1e6;
+  e.samples = winner.stats.samples;
+  e.noise = result.noise;
+  if (const Candidate* second = result.second()) {
+    e.runner_up = second->kernel->name;
+    e.margin = result.margin;
+  }
+  e.verified = winner.verdict.passed;
+  e.verification = winner.verdict.detail.empty() ? winner.verdict.summary() : winner.verdict.detail;
+  if (winner.kernel->abi.workspace_size != nullptr) {
+    size_t bytes = 0;
+    if (winner.kernel->abi.workspace_size(winner.kernel->abi.ctx, &problem, &bytes) == ARB_OK)
+      e.workspace_bytes = static_cast<int64_t>(bytes);
+  }
+  e.when = utc_now();
+  return e;
+}
+
+}  // namespace arbiter

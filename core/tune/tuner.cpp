@@ -1,0 +1,314 @@
+#include "tune/tuner.hpp"
+
+#include "common/log.hpp"
+#include "device/device_operands.hpp"
+#include "device/problem_buffers.hpp"
+#include "dispatch/dispatcher.hpp"
+#include "dispatch/problem.hpp"
+
+#include <arbiter/float16.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+namespace arbiter {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kSampleSeconds = 50e-6;  // a sample lasts at least this long (batching)
+constexpr size_t kMaxSets = 256;
+constexpr size_t kMaxSetBytes = size_t(512) << 20;
+
+TimingStats statistics(std::vector<double> samples) {
+  TimingStats s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  auto at = [&](double q) { return samples[static_cast<size_t>(std::lround(q * static_cast<double>(samples.size() - 1)))]; };
+  s.median = at(0.5);
+  s.p20 = at(0.2);
+  s.p80 = at(0.8);
+  s.samples = static_cast<int>(samples.size());
+  return s;
+}
+
+// The buffer sets launches rotate through, and how to time a batch of launches.
+class Bench {
+ public:
+  Bench(Device& device, const arb_problem& problem, bool cold) : device_(device), problem_(problem) {
+    ProblemBuffers host(problem, 1.0f, problem.has_c ? 0.5f : 0.0f, 1e-5f);
+    host.randomize(42, Distribution::uniform);  // never zeros
+    sets_.push_back(std::make_unique<DeviceOperands>(device, host, nullptr));
+    const size_t per_set = std::max<size_t>(sets_[0]->bytes(), 1);
+    size_t wanted = cold ? (2 * device.last_level_cache_bytes() + per_set - 1) / per_set : 1;
+    wanted = std::clamp<size_t>(wanted, 1, std::min(kMaxSets, std::max<size_t>(1, kMaxSetBytes / per_set)));
+    while (sets_.size() < wanted) sets_.push_back(std::make_unique<DeviceOperands>(device, host, nullptr));
+    device.synchronize(nullptr);
+  }
+
+  size_t set_count() const { return sets_.size(); }
+  size_t total_bytes() const { return sets_.size() * sets_[0]->bytes(); }
+
+  // Seconds per launch over `batch` launches, rotating the sets. Throws on kernel failure.
+  double sample(const KernelRecord& kernel, int64_t batch, DeviceMemory& workspace, size_t workspace_bytes) {
+    auto timer = device_.timer();
+    timer->start(nullptr);
+    for (int64_t i = 0; i < batch; ++i) {
+      const arb_operands operands = sets_[next_++ % sets_.size()]->operands();
+      char message[256];
+      message[0] = '\0';
+      const arb_status status = kernel.abi.launch(kernel.abi.ctx, &problem_, &operands, workspace.data(),
+                                                  workspace_bytes, nullptr, message, sizeof message);
+      if (status != ARB_OK) throw std::runtime_error(fmt::format("launch failed: {}", message));
+    }
+    timer->stop(nullptr);
+    return timer->seconds() / static_cast<double>(batch);
+  }
+
+ private:
+  Device& device_;
+  arb_problem problem_;
+  std::vector<std::unique_ptr<DeviceOperands>> sets_;
+  size_t next_ = 0;
+};
+
+// One candidate being timed.
+struct Contender {
+  Candidate* candidate;
+  DeviceMemory workspace;
+  size_t workspace_bytes = 0;
+  int64_t batch = 1;
+  std::vector<double> samples;
+};
+
+// Useful bytes of one run of a row op (read x, write y, and the rest), for the roofline.
+double row_op_bytes(const arb_problem& p) {
+  const double element = static_cast<double>(dtype_size(p.dtype));
+  double bytes = 2.0 * static_cast<double>(p.rows * p.cols) * element;
+  if (p.op == ARB_OP_RMSNORM) bytes += static_cast<double>(p.cols) * element + (p.has_residual ? 2.0 : 0.0) * static_cast<double>(p.rows * p.cols) * element;
+  return bytes;
+}
+
+}  // namespace
+
+double measured_noise(const TimingStats& a, const TimingStats& b) {
+  return std::max({a.spread(), b.spread(), 0.01});
+}
+
+bool incumbent_stays(const TimingStats& incumbent, const TimingStats& challenger) {
+  return (incumbent.median - challenger.median) / incumbent.median <= measured_noise(incumbent, challenger);
+}
+
+Tuner::Tuner(Device& device, const KernelRegistry& registry, VerificationGate& gate, const TuneConfig& config)
+    : device_(device), registry_(registry), gate_(gate), config_(config) {}
+
+double Tuner::copy_bandwidth() {
+  if (copy_bandwidth_ > 0) return copy_bandwidth_;
+  const size_t bytes = std::max<size_t>(2 * device_.last_level_cache_bytes(), size_t(64) << 20);
+  DeviceMemory a = device_.allocate(bytes);
+  device_.fill(a.data(), 0x3f800000u, bytes, nullptr);
+  std::vector<unsigned char> staging(bytes);
+  std::vector<double> seconds;
+  for (int i = 0; i < 5; ++i) {
+    auto timer = device_.timer();
+    timer->start(nullptr);
+    device_.download(staging.data(), a.data(), bytes, nullptr);
+    timer->stop(nullptr);
+    seconds.push_back(timer->seconds());
+  }
+  copy_bandwidth_ = 2.0 * static_cast<double>(bytes) / statistics(seconds).median;  // read + write
+  return copy_bandwidth_;
+}
+
+TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent) {
+  const auto started = Clock::now();
+  TuneResult result;
+  // Candidates: every kernel of the op on this device; the gate runs before any timing.
+  for (const KernelRecord* kernel : registry_.candidates(problem.op)) {
+    if (kernel->abi.device_type != problem.device_type) continue;
+    Candidate c;
+    c.kernel = kernel;
+    std::string why;
+    if (!kernel_supports(*kernel, problem, &why)) {
+      c.status = "refused: " + why;
+    } else if (gate_.gated(*kernel)) {
+      c.verdict = gate_.verdict(*kernel, problem);
+      c.status = c.verdict.passed ? "verified" : "verification " + c.verdict.summary();
+    } else {
+      c.verdict.passed = true;
+      c.verdict.detail = kernel->provenance == ARB_PROVENANCE_REFERENCE ? "the reference (oracle)" : "not gated (config)";
+      c.status = "not gated";
+    }
+    result.candidates.push_back(std::move(c));
+  }
+
+  std::vector<Contender> contenders;
+  for (Candidate& c : result.candidates) {
+    if (!c.verdict.passed) continue;
+    Contender t;
+    t.candidate = &c;
+    if (c.kernel->abi.workspace_size != nullptr &&
+        c.kernel->abi.workspace_size(c.kernel->abi.ctx, &problem, &t.workspace_bytes) != ARB_OK) {
+      c.status = "workspace_size failed";
+      continue;
+    }
+    if (t.workspace_bytes > 0) t.workspace = device_.allocate(t.workspace_bytes);
+    contenders.push_back(std::move(t));
+  }
+  if (contenders.empty()) {
+    result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    return result;
+  }
+
+  const bool cold = config_.cache == "cold";
+  Bench bench(device_, problem, cold);
+  auto run_sample = [&](Contender& t) {
+    try {
+      t.samples.push_back(bench.sample(*t.candidate->kernel, t.batch, t.workspace, t.workspace_bytes));
+      return true;
+    } catch (const std::exception& e) {
+      t.candidate->status = std::string("failed while timed: ") + e.what();
+      t.candidate->verdict.passed = false;
+      return false;
+    }
+  };
+
+  // 1. Warm-up, and the batch size that makes a sample last kSampleSeconds.
+  for (Contender& t : contenders) {
+    for (int i = 0; i < config_.warmup; ++i) run_sample(t);
+    const double per_launch = t.samples.empty() ? 1e-3 : *std::min_element(t.samples.begin(), t.samples.end());
+    t.batch = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(kSampleSeconds / std::max(per_launch, 1e-9))), 1, 100000);
+    t.samples.clear();
+  }
+  auto alive = [](const Contender& t) { return t.candidate->verdict.passed; };
+
+  // 2. Screening.
+  double best = INFINITY;
+  for (Contender& t : contenders) {
+    for (int i = 0; i < 3 && alive(t); ++i) run_sample(t);
+    if (alive(t)) best = std::min(best, statistics(t.samples).median);
+  }
+  std::vector<Contender*> survivors;
+  for (Contender& t : contenders) {
+    if (!alive(t)) continue;
+    const double median = statistics(t.samples).median;
+    if (median > config_.screen_factor * best) {
+      t.candidate->status = fmt::format("screened out ({:.2f}x the best)", median / best);
+      t.candidate->stats = statistics(t.samples);
+      continue;
+    }
+    survivors.push_back(&t);
+  }
+
+  // 3. Measurement: round-robin until the budget is spent and every survivor has enough.
+  const double budget = config_.budget_ms * 1e-3;
+  const auto measure_start = Clock::now();
+  auto enough = [&] {
+    for (Contender* t : survivors)
+      if (alive(*t) && static_cast<int>(t->samples.size()) < config_.min_samples) return false;
+    return std::chrono::duration<double>(Clock::now() - measure_start).count() >= budget;
+  };
+  while (!enough()) {
+    bool any = false;
+    for (Contender* t : survivors)
+      if (alive(*t) && t->samples.size() < 10000) any |= run_sample(*t);
+    if (!any) break;
+  }
+
+  // 4. Re-time the top candidates interleaved; their fresh samples decide.
+  std::vector<Contender*> ranked;
+  for (Contender* t : survivors)
+    if (alive(*t)) ranked.push_back(t);
+  std::sort(ranked.begin(), ranked.end(), [](const Contender* a, const Contender* b) {
+    return statistics(a->samples).median < statistics(b->samples).median;
+  });
+  for (Contender* t : ranked) t->candidate->stats = statistics(t->samples);
+  const size_t top = std::min<size_t>(ranked.size(), 3);
+  if (top > 1) {
+    for (size_t i = 0; i < top; ++i) ranked[i]->samples.clear();
+    for (int round = 0; round < config_.min_samples; ++round)
+      for (size_t i = 0; i < top; ++i)
+        if (alive(*ranked[i])) run_sample(*ranked[i]);
+    for (size_t i = 0; i < top; ++i) ranked[i]->candidate->stats = statistics(ranked[i]->samples);
+  }
+  for (Contender* t : ranked) {
+    if (!alive(*t)) continue;
+    t->candidate->measured = true;
+    t->candidate->status = "measured";
+  }
+
+  // 5 and 6: decide, re-verifying results that look too good to be true.
+  const Candidate* vendor = nullptr;
+  for (const Candidate& c : result.candidates)
+    if (c.measured && c.kernel->provenance == ARB_PROVENANCE_VENDOR && (!vendor || c.stats.median < vendor->stats.median))
+      vendor = &c;
+  for (;;) {
+    std::vector<Candidate*> measured;
+    for (Candidate& c : result.candidates)
+      if (c.measured) measured.push_back(&c);
+    std::sort(measured.begin(), measured.end(),
+              [](const Candidate* a, const Candidate* b) { return a->stats.median < b->stats.median; });
+    if (measured.empty()) break;
+    Candidate* fastest = measured[0];
+    std::string suspicion;
+    if (vendor && fastest != vendor && fastest->stats.median * 10 < vendor->stats.median)
+      suspicion = fmt::format("more than 10x faster than the vendor kernel {}", vendor->kernel->name);
+    if (problem.op != ARB_OP_GEMM && cold && fastest->stats.median > 0) {
+      const double rate = row_op_bytes(problem) / fastest->stats.median;
+      if (rate > 0.95 * copy_bandwidth())
+        suspicion = fmt::format("{:.1f} GB/s is above 95% of the measured copy bandwidth ({:.1f} GB/s)", rate * 1e-9,
+                                copy_bandwidth() * 1e-9);
+    }
+    if (!suspicion.empty() && gate_.gated(*fastest->kernel)) {
+      fastest->verdict = gate_.verdict(*fastest->kernel, problem, true);
+      result.notes.push_back(fmt::format("{}: {}; re-verified: {}", fastest->kernel->name, suspicion,
+                                         fastest->verdict.summary()));
+      if (!fastest->verdict.passed) {
+        fastest->measured = false;
+        fastest->status = "verification " + fastest->verdict.summary() + " (re-verified: suspiciously fast)";
+        continue;
+      }
+    } else if (!suspicion.empty()) {
+      result.notes.push_back(fmt::format("{}: {} (not gated)", fastest->kernel->name, suspicion));
+    }
+    auto index = [&](const Candidate* c) { return c ? static_cast<int>(c - result.candidates.data()) : -1; };
+    const Candidate* winner = fastest;
+    // The runner-up: the next measured candidate, else the fastest screened-out one.
+    const Candidate* runner_up = measured.size() > 1 ? measured[1] : nullptr;
+    if (runner_up == nullptr)
+      for (const Candidate& c : result.candidates)
+        if (&c != fastest && c.stats.samples > 0 && c.verdict.passed &&
+            (runner_up == nullptr || c.stats.median < runner_up->stats.median))
+          runner_up = &c;
+    result.noise = std::max(fastest->stats.spread(), 0.01);
+    for (Candidate* c : measured) {
+      if (incumbent == nullptr || c->kernel != incumbent || c == fastest) continue;
+      result.noise = measured_noise(fastest->stats, c->stats);
+      if (incumbent_stays(c->stats, fastest->stats)) {
+        winner = c;  // not beaten by more than the noise: the incumbent stays
+        runner_up = fastest;
+        result.kept_incumbent = true;
+      }
+    }
+    result.winner = index(winner);
+    result.runner_up = index(runner_up);
+    if (runner_up) result.margin = runner_up->stats.median / winner->stats.median - 1.0;
+    break;
+  }
+  result.method = fmt::format(
+      "{} timer, {} warm-up launches, screening at {:.1f}x, median of >= {} samples within {} ms, top {} re-timed "
+      "interleaved; each sample a batch of launches of >= {:.0f} us; cache {}: {} buffer sets, {:.1f} MiB (LLC {:.1f} MiB); "
+      "inputs uniform[-1,1]",
+      problem.device_type == kDLCPU ? "steady_clock" : "event", config_.warmup, config_.screen_factor,
+      config_.min_samples, config_.budget_ms, top, kSampleSeconds * 1e6, cold ? "cold" : "warm", bench.set_count(),
+      static_cast<double>(bench.total_bytes()) / (1 << 20),
+      static_cast<double>(device_.last_level_cache_bytes()) / (1 << 20));
+  result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return result;
+}
+
+}  // namespace arbiter

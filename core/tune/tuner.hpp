@@ -1,0 +1,75 @@
+// The tuner (DESIGN.md section 5): for one problem, every kernel that supports it and passes
+// the verification gate is timed, and the fastest by more than the noise wins.
+//  1. warm-up launches (first-use costs stay out);
+//  2. screening: a few samples each, candidates slower than screen_factor x the best drop;
+//  3. measurement: survivors sampled round-robin until the time budget is spent and each
+//     has at least min_samples; every sample is a batch of launches, each launch on the
+//     next of several buffer sets whose total exceeds the last-level cache (cache = "cold");
+//  4. the top candidates are re-timed interleaved; their medians decide;
+//  5. the incumbent (the table's or the heuristic's choice) is kept unless beaten by more
+//     than the measured noise: max over the two of (p80 - p20) / (2 median), at least 1%;
+//  6. a winner more than 10x faster than the vendor kernel, or above 95% of the measured
+//     copy bandwidth (row ops, cold cache), is re-verified before it may win.
+#pragma once
+
+#include "config/config.hpp"
+#include "device/device.hpp"
+#include "plugin/kernel_registry.hpp"
+#include "tune/verification_gate.hpp"
+
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+struct TimingStats {
+  double median = 0, p20 = 0, p80 = 0;  // seconds per launch
+  int samples = 0;
+  double spread() const { return median > 0 ? (p80 - p20) / (2 * median) : 0; }
+};
+
+// The measured noise between two candidates: the larger relative spread (p80 - p20) /
+// (2 median) of the two, and at least 1%.
+double measured_noise(const TimingStats& a, const TimingStats& b);
+// Step 5: does the incumbent stay against a faster challenger? Only a gain (relative to the
+// incumbent's median) larger than the measured noise replaces it.
+bool incumbent_stays(const TimingStats& incumbent, const TimingStats& challenger);
+
+struct Candidate {
+  const KernelRecord* kernel = nullptr;
+  std::string status;  // "measured", or why it was not
+  Verdict verdict;
+  bool measured = false;
+  TimingStats stats;
+};
+
+struct TuneResult {
+  std::vector<Candidate> candidates;
+  int winner = -1;     // index into candidates; -1: nothing could run the problem
+  int runner_up = -1;  // the second-fastest candidate (measured, else screened out), or -1
+  const Candidate* winning() const { return winner >= 0 ? &candidates[static_cast<size_t>(winner)] : nullptr; }
+  const Candidate* second() const { return runner_up >= 0 ? &candidates[static_cast<size_t>(runner_up)] : nullptr; }
+  double margin = 0;                     // runner_up median / winner median - 1
+  double noise = 0;
+  bool kept_incumbent = false;
+  std::string method;                    // timer, cache policy, samples: for reports
+  double seconds = 0;                    // how long tuning took
+  std::vector<std::string> notes;        // suspicious results and what happened to them
+};
+
+class Tuner {
+ public:
+  Tuner(Device& device, const KernelRegistry& registry, VerificationGate& gate, const TuneConfig& config);
+  TuneResult tune(const arb_problem& problem, const KernelRecord* incumbent);
+
+ private:
+  double copy_bandwidth();  // bytes per second, measured once past the cache
+
+  Device& device_;
+  const KernelRegistry& registry_;
+  VerificationGate& gate_;
+  TuneConfig config_;
+  double copy_bandwidth_ = 0;
+};
+
+}  // namespace arbiter

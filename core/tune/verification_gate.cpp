@@ -1,0 +1,61 @@
+#include "tune/verification_gate.hpp"
+
+#include "common/log.hpp"
+#include "common/names.hpp"
+#include "dispatch/problem.hpp"
+
+namespace arbiter {
+
+VerificationGate::VerificationGate(Device& device, const KernelRegistry& registry, const VerifyConfig& config)
+    : device_(device), registry_(registry), config_(config) {}
+
+bool VerificationGate::gated(const KernelRecord& kernel) const {
+  if (kernel.provenance == ARB_PROVENANCE_REFERENCE) return false;  // the oracle itself
+  if (kernel.provenance == ARB_PROVENANCE_AI_GENERATED) return true;
+  return !config_.allow_unverified;
+}
+
+std::optional<Verdict> VerificationGate::known_verdict(const KernelRecord& kernel, const arb_problem& problem) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = verdicts_.find(verdict_key(kernel, problem));
+  if (it == verdicts_.end()) return std::nullopt;
+  return it->second;
+}
+
+void VerificationGate::remember(const KernelRecord& kernel, const arb_problem& problem, const Verdict& verdict) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  verdicts_[verdict_key(kernel, problem)] = verdict;
+}
+
+Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh) {
+  if (!fresh)
+    if (auto known = known_verdict(kernel, problem)) return *known;
+  Verdict v;
+  const KernelRecord* reference = registry_.find("reference." + std::string(op_name(problem.op)));
+  if (reference == nullptr) {
+    v.failed_checks.push_back("no_reference");
+    v.detail = "no_reference: the reference plugin is not loaded, so nothing can be verified";
+  } else {
+    v = verify_kernel(device_, kernel, *reference, problem, VerifyOptions{config_.trials});
+  }
+  if (!v.passed)
+    logger().warn("kernel {} failed verification for {}: {}", kernel.name, problem_class_key(problem), v.detail);
+  remember(kernel, problem, v);
+  return v;
+}
+
+bool VerificationGate::admits(const KernelRecord& kernel, const arb_problem& problem, bool may_run, std::string* why) {
+  if (!gated(kernel)) return true;
+  std::optional<Verdict> v = known_verdict(kernel, problem);
+  if (!v) {
+    if (!may_run) {
+      if (why) *why = "not verified yet for this problem class (verified on first use)";
+      return false;
+    }
+    v = verdict(kernel, problem);
+  }
+  if (!v->passed && why) *why = "verification " + v->summary();
+  return v->passed;
+}
+
+}  // namespace arbiter

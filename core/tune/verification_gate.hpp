@@ -1,0 +1,45 @@
+// The verification gate as dispatch sees it: verdicts per kernel identity and problem
+// class, computed on first need and remembered (and, through the tuning table, persisted).
+// Reference kernels are the oracle and pass by definition; with verify.allow_unverified a
+// kernel that is not AI-generated may be dispatched without a verdict; AI-generated kernels
+// are always gated.
+#pragma once
+
+#include "config/config.hpp"
+#include "device/device.hpp"
+#include "plugin/kernel_registry.hpp"
+#include "tune/verifier.hpp"
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace arbiter {
+
+class VerificationGate {
+ public:
+  VerificationGate(Device& device, const KernelRegistry& registry, const VerifyConfig& config);
+
+  // May `kernel` run `problem`? Verifies on first need unless `may_run` is false (explain),
+  // in which case an unknown verdict counts as "not yet" and `why` says so.
+  bool admits(const KernelRecord& kernel, const arb_problem& problem, bool may_run, std::string* why);
+
+  // The verdict, computed now if not known (or always, with fresh = true).
+  Verdict verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh = false);
+  std::optional<Verdict> known_verdict(const KernelRecord& kernel, const arb_problem& problem) const;
+  // Records a verdict from elsewhere (a tuning-table entry).
+  void remember(const KernelRecord& kernel, const arb_problem& problem, const Verdict& verdict);
+
+  // Does this kernel need a verdict at all?
+  bool gated(const KernelRecord& kernel) const;
+
+ private:
+  Device& device_;
+  const KernelRegistry& registry_;
+  VerifyConfig config_;
+  mutable std::mutex mutex_;
+  std::map<std::string, Verdict> verdicts_;
+};
+
+}  // namespace arbiter

@@ -1,0 +1,229 @@
+#include "tune/verifier.hpp"
+
+#include "common/names.hpp"
+#include "device/device_operands.hpp"
+#include "device/problem_buffers.hpp"
+#include "dispatch/dispatcher.hpp"
+#include "dispatch/problem.hpp"
+#include "tune/accuracy.hpp"
+#include "tune/verification_shapes.hpp"
+
+#include <arbiter/float16.hpp>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+namespace arbiter {
+
+bool Verdict::failed(const std::string& check) const {
+  return std::find(failed_checks.begin(), failed_checks.end(), check) != failed_checks.end();
+}
+
+std::string Verdict::summary() const {
+  if (passed)
+    return fmt::format("passed: {} trials x 2 distributions, {} shapes, max error {:.2g}", trials, shapes, max_error);
+  std::string checks;
+  for (const std::string& c : failed_checks) checks += (checks.empty() ? "" : ", ") + c;
+  return "failed: " + checks;
+}
+
+std::string verdict_key(const KernelRecord& kernel, const arb_problem& problem) {
+  return fmt::format("{}@{}#{}|{}", kernel.name, kernel.plugin->version, kernel.plugin->build_id,
+                     problem_class_key(problem));
+}
+
+namespace {
+
+// One verification: accumulates failures, at most the first detail per check.
+class Checks {
+ public:
+  void fail(const std::string& check, const std::string& detail) {
+    if (std::find(verdict_.failed_checks.begin(), verdict_.failed_checks.end(), check) != verdict_.failed_checks.end())
+      return;
+    verdict_.failed_checks.push_back(check);
+    verdict_.detail += (verdict_.detail.empty() ? "" : "\n") + check + ": " + detail;
+  }
+  Verdict& verdict() { return verdict_; }
+
+ private:
+  Verdict verdict_;
+};
+
+// Runs a kernel through its C ABI on operands, with workspace from the device. Returns the
+// error message, or "" on success.
+std::string launch(Device& device, const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands) {
+  size_t workspace_bytes = 0;
+  if (kernel.abi.workspace_size != nullptr &&
+      kernel.abi.workspace_size(kernel.abi.ctx, &problem, &workspace_bytes) != ARB_OK)
+    return "workspace_size failed";
+  DeviceMemory workspace = workspace_bytes > 0 ? device.allocate(workspace_bytes) : DeviceMemory();
+  char message[512];
+  message[0] = '\0';
+  arb_status status;
+  try {
+    status = kernel.abi.launch(kernel.abi.ctx, &problem, &operands, workspace.data(), workspace_bytes, nullptr,
+                               message, sizeof message);
+  } catch (...) {
+    return "threw a C++ exception across the C ABI";
+  }
+  device.synchronize(nullptr);
+  message[sizeof message - 1] = '\0';
+  if (status != ARB_OK) return fmt::format("status {}: {}", static_cast<int>(status), message);
+  return "";
+}
+
+// Do the bytes of an operand outside its rows x cols (row padding) differ?
+bool padding_changed(const ProblemBuffers::Operand& now, const ProblemBuffers::Operand& then, size_t element) {
+  for (int64_t r = 0; r + 1 < now.rows; ++r) {
+    const size_t begin = static_cast<size_t>(r * now.ld + now.cols) * element;
+    const size_t end = static_cast<size_t>((r + 1) * now.ld) * element;
+    if (begin < end && std::memcmp(now.buffer.data() + begin, then.buffer.data() + begin, end - begin) != 0) return true;
+  }
+  return false;
+}
+
+bool outputs_identical(const ProblemBuffers& a, const ProblemBuffers& b) {
+  for (size_t i = 0; i < a.all().size(); ++i)
+    if (a.all()[i].is_output &&
+        std::memcmp(a.all()[i].buffer.data(), b.all()[i].buffer.data(), a.all()[i].buffer.size()) != 0)
+      return false;
+  return true;
+}
+
+// NaN in an output where the reference has a finite value: the kernel did not write it.
+bool unwritten(const ProblemBuffers& result, const ProblemBuffers& expected) {
+  for (const auto& out : result.all()) {
+    if (!out.is_output) continue;
+    const auto& ref = *expected.find(out.name);
+    for (int64_t r = 0; r < out.rows; ++r)
+      for (int64_t c = 0; c < out.cols; ++c)
+        if (std::isnan(result.element(out, r, c)) && std::isfinite(expected.element(ref, r, c))) return true;
+  }
+  return false;
+}
+
+struct Run {
+  const KernelRecord& kernel;
+  const KernelRecord& reference;
+  Device& device;
+  Checks& checks;
+  double tolerance;
+};
+
+// The reference's answer for these inputs (on the host: the reference is a CPU plugin).
+ProblemBuffers expected_for(const Run& run, const ProblemBuffers& inputs) {
+  static const std::unique_ptr<Device> host = make_cpu_device();
+  ProblemBuffers expected = inputs;
+  const std::string error = launch(*host, run.reference, inputs.problem(), expected.operands());
+  if (!error.empty()) throw std::runtime_error("the reference failed: " + error);
+  return expected;
+}
+
+// Checks one kernel result against the reference answer; returns false if the accuracy
+// check failed (for the caller's stale-result check).
+bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuffers& result,
+                  const ProblemBuffers& expected, const std::string& where, const std::string& accuracy_check) {
+  const size_t element = dtype_size(inputs.problem().dtype);
+  for (size_t i = 0; i < inputs.all().size(); ++i) {
+    const auto& then = inputs.all()[i];
+    const auto& now = result.all()[i];
+    if (!then.is_output && std::memcmp(then.buffer.data(), now.buffer.data(), then.buffer.size()) != 0)
+      run.checks.fail("input_modified", fmt::format("{} changed ({})", then.name, where));
+    if (then.is_output && padding_changed(now, then, element))
+      run.checks.fail("guard", fmt::format("wrote into the row padding of {} ({})", then.name, where));
+  }
+  if (unwritten(result, expected)) run.checks.fail("unwritten_output", "NaN poison left in the output (" + where + ")");
+  const Comparison c = compare_outputs(result, expected);
+  Verdict& v = run.checks.verdict();
+  if (std::isfinite(c.error)) v.max_error = std::max(v.max_error, c.error);
+  if (!c.finite || !(c.error <= run.tolerance)) {
+    run.checks.fail(accuracy_check, fmt::format("relative norm error {:.3g} in {} exceeds {:.0e} ({})", c.error,
+                                                c.worst.empty() ? "output" : c.worst, run.tolerance, where));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                      const arb_problem& problem, const VerifyOptions& options) {
+  Checks checks;
+  Verdict& verdict = checks.verdict();
+  std::vector<VerificationShape> shapes;
+  for (const VerificationShape& shape : verification_shapes(problem))
+    if (kernel_supports(kernel, shape.problem, nullptr)) shapes.push_back(shape);
+  verdict.shapes = static_cast<int>(shapes.size());
+  if (shapes.empty()) {
+    checks.fail("no_shape", "the kernel supports none of the verification shapes of " + problem_class_key(problem));
+    return verdict;
+  }
+  const Run run{kernel, reference, device, checks, tolerance_for(problem.dtype)};
+  const bool deterministic = (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) == 0;
+  // Every run's buffers stay allocated until the end, so each run gets new addresses (a
+  // freed block could come back at the same address and hide a cache keyed by pointer).
+  std::vector<std::unique_ptr<DeviceOperands>> keep;
+  try {
+    for (int trial = 0; trial < options.trials; ++trial) {
+      verdict.trials = trial + 1;
+      for (Distribution distribution : {Distribution::uniform, Distribution::normal}) {
+        for (size_t s = 0; s < shapes.size(); ++s) {
+          // Every shape on the first trial; afterwards the problem and one rotating edge.
+          if (trial > 0 && s != 0 && s != 1 + static_cast<size_t>(trial) % std::max<size_t>(1, shapes.size() - 1))
+            continue;
+          const arb_problem& p = shapes[s].problem;
+          const std::string where = fmt::format("trial {}, {} inputs, {}: {}", trial + 1,
+                                                distribution_name(distribution), shapes[s].label, problem_key(p));
+          const uint64_t seed = 1000003u * static_cast<uint64_t>(trial + 1) + 7919u * s +
+                                (distribution == Distribution::normal ? 17 : 0);
+          ProblemBuffers inputs(p, 1.5f, p.has_c ? 0.75f : 0.0f, 1e-5f);  // alpha, beta never 1 or 0
+          inputs.randomize(seed, distribution);
+          const ProblemBuffers expected = expected_for(run, inputs);
+
+          keep.push_back(std::make_unique<DeviceOperands>(device, inputs, nullptr));  // new addresses
+          DeviceOperands& operands = *keep.back();
+          const std::string error = launch(device, kernel, p, operands.operands());
+          if (!error.empty()) {
+            checks.fail("launch_failed", error + " (" + where + ")");
+            continue;
+          }
+          ProblemBuffers result = inputs;
+          operands.download(result, nullptr);
+          for (const std::string& name : operands.damaged_guards(nullptr))
+            checks.fail("guard", "wrote past the bounds of " + name + " (" + where + ")");
+          const bool accurate = check_result(run, inputs, result, expected, where, "accuracy");
+
+          if (s != 0 || !accurate) continue;  // reruns and stale-data runs: main shape, once right
+          operands.upload(inputs, nullptr);  // the same inputs again, same addresses
+          if (launch(device, kernel, p, operands.operands()).empty()) {
+            ProblemBuffers again = inputs;
+            operands.download(again, nullptr);
+            if (deterministic && !outputs_identical(again, result))
+              checks.fail("rerun_differs", "two runs on identical inputs differ (" + where + ")");
+          }
+          ProblemBuffers fresh(p, 1.5f, p.has_c ? 0.75f : 0.0f, 1e-5f);  // new data, same addresses
+          fresh.randomize(seed ^ 0x5bd1e995u, distribution);
+          const ProblemBuffers fresh_expected = expected_for(run, fresh);
+          operands.upload(fresh, nullptr);
+          if (launch(device, kernel, p, operands.operands()).empty()) {
+            ProblemBuffers fresh_result = fresh;
+            operands.download(fresh_result, nullptr);
+            check_result(run, fresh, fresh_result, fresh_expected, where + ", new data at the same addresses",
+                         "stale_result");
+          }
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    checks.fail("verifier_error", e.what());
+  }
+  verdict.passed = verdict.failed_checks.empty();
+  if (verdict.passed) verdict.detail = verdict.summary();
+  return verdict;
+}
+
+}  // namespace arbiter

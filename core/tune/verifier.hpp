@@ -1,0 +1,47 @@
+// The verification gate's checks (DESIGN.md section 4): a kernel takes part in dispatch for
+// a problem class only after it matched the fp64 reference on it. Each trial runs every
+// verification shape on fresh random inputs from two distributions, in fresh buffers at new
+// addresses, with NaN-poisoned outputs and canary guards, and then checks:
+//   launch_failed     the kernel reported an error (or threw)
+//   unwritten_output  NaN left in an output where the reference has a number
+//   accuracy          relative norm error above the dtype's tolerance
+//   guard             a guard canary or the padding between rows was overwritten
+//   input_modified    an operand that is only read changed
+//   rerun_differs     a second run on the same inputs differs in any bit (unless the
+//                     kernel declares itself nondeterministic)
+//   stale_result      new data at the same addresses gave the old answer
+#pragma once
+
+#include "device/device.hpp"
+#include "plugin/plugin_record.hpp"
+
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+struct Verdict {
+  bool passed = false;
+  std::vector<std::string> failed_checks;  // check names, in the order first seen
+  std::string detail;                      // the first failure of each check, or a summary
+  int trials = 0;
+  int shapes = 0;          // verification shapes the kernel supported
+  double max_error = 0.0;  // worst relative norm error seen
+  bool failed(const std::string& check) const;
+  std::string summary() const;  // one line, for tables and reports
+};
+
+struct VerifyOptions {
+  int trials = 3;  // DESIGN.md asks for at least three
+};
+
+// Verifies `kernel` on the class of `problem` against `reference` (the reference plugin's
+// kernel for the same op), on `device`. Never throws for a misbehaving kernel: that is a
+// failed verdict.
+Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                      const arb_problem& problem, const VerifyOptions& options);
+
+// The identity a verdict belongs to: plugin, version, build id, kernel, problem class.
+std::string verdict_key(const KernelRecord& kernel, const arb_problem& problem);
+
+}  // namespace arbiter

@@ -1,0 +1,102 @@
+// The verification gate against a gallery of cheating kernels (tests/fixtures/cheaters.cpp):
+// each must be rejected, and for its own reason. Honest kernels pass.
+#include "dispatch/problem_text.hpp"
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+
+using namespace arbiter;
+
+namespace {
+
+std::unique_ptr<Context> with_cheaters(const std::string& extra = "") {
+  std::vector<std::string> files = test::shipped_plugins();
+  files.push_back(test::fixture_file("cheaters"));
+  files.push_back(test::fixture_file("speeds"));
+  return test::make_context(test::config_loading(files, extra));
+}
+
+Verdict verdict_of(Context& context, const std::string& kernel, const char* problem) {
+  const KernelRecord* record = context.registry().find(kernel);
+  REQUIRE_MESSAGE(record != nullptr, kernel);
+  return context.gate().verdict(*record, parse_problem(problem).problem);
+}
+
+std::set<std::string> as_set(const std::vector<std::string>& checks) { return {checks.begin(), checks.end()}; }
+
+}  // namespace
+
+TEST_CASE("the gate rejects every cheater, for the right reason") {
+  const auto context = with_cheaters();
+  // The problem is tile-aligned (64 columns): only edge shapes expose aligned_only.
+  const char* problem = "softmax f32 rows=4 cols=64";
+  const std::map<std::string, std::set<std::string>> expected = {
+      {"writes_nothing", {"unwritten_output", "accuracy"}},
+      {"writes_constant", {"accuracy"}},
+      {"one_distribution", {"accuracy"}},
+      {"aligned_only", {"unwritten_output", "accuracy"}},
+      {"writes_past_end", {"guard"}},
+      {"changes_input", {"input_modified"}},
+      {"racy", {"rerun_differs"}},
+      {"caches_by_pointer", {"stale_result"}},
+      {"low_precision", {"accuracy"}},
+  };
+  for (const auto& [name, checks] : expected) {
+    CAPTURE(name);
+    const Verdict v = verdict_of(*context, "cheaters." + name, problem);
+    CAPTURE(v.detail);
+    CHECK_FALSE(v.passed);
+    CHECK(as_set(v.failed_checks) == checks);
+  }
+  // The failures name what exposed them.
+  CHECK(verdict_of(*context, "cheaters.one_distribution", problem).detail.find("normal inputs") != std::string::npos);
+  CHECK(verdict_of(*context, "cheaters.one_distribution", problem).detail.find("uniform") == std::string::npos);
+  CHECK(verdict_of(*context, "cheaters.aligned_only", problem).detail.find("edge:") != std::string::npos);
+  CHECK(verdict_of(*context, "cheaters.writes_past_end", problem).detail.find("wrote past the bounds of y") !=
+        std::string::npos);
+}
+
+TEST_CASE("honest kernels pass, verdicts are kept per kernel and problem class") {
+  const auto context = with_cheaters();
+  for (const char* name : {"cpu.softmax", "speeds.fast", "speeds.slow"}) {
+    CAPTURE(name);
+    const Verdict v = verdict_of(*context, name, "softmax f32 rows=4 cols=64");
+    CAPTURE(v.detail);
+    CHECK(v.passed);
+    CHECK(v.trials == 3);
+    CHECK(v.shapes >= 4);
+    CHECK(v.max_error < 1e-6);
+  }
+  const Verdict gemm = verdict_of(*context, test::preferred_small_gemm(), "gemm bf16 m=16 n=64 k=32 tb=1 act=silu bias=1");
+  CAPTURE(gemm.detail);
+  CHECK(gemm.passed);
+  // Same class, other sizes: the known verdict serves; another class is not known yet.
+  const KernelRecord& fast = *context->registry().find("speeds.fast");
+  CHECK(context->gate().known_verdict(fast, parse_problem("softmax f32 rows=9 cols=640").problem).has_value());
+  CHECK_FALSE(context->gate().known_verdict(fast, parse_problem("softmax f32 rows=9 cols=3").problem).has_value());
+}
+
+TEST_CASE("AI-generated kernels are always gated; dispatch never runs a cheater") {
+  const auto context = with_cheaters("[plugins.priority]\ncheaters = 1000\n[verify]\nallow_unverified = true\n");
+  const KernelRecord& racy = *context->registry().find("cheaters.racy");
+  CHECK(racy.provenance == ARB_PROVENANCE_AI_GENERATED);
+  CHECK(context->gate().gated(racy));                                         // despite allow_unverified
+  CHECK_FALSE(context->gate().gated(*context->registry().find("speeds.fast")));  // hand-tuned: allowed
+  const Decision d = context->dispatcher().decide(parse_problem("softmax f32 rows=2 cols=40").problem,
+                                                  Dispatcher::Mode::dispatch);
+  REQUIRE(d.kernel != nullptr);
+  CHECK(d.kernel->plugin->name != "cheaters");
+  const std::string report = context->dispatcher().explain(parse_problem("softmax f32 rows=2 cols=40").problem);
+  CHECK(report.find("cheaters.racy (plugin priority 1000, kernel priority 0): verification failed: rerun_differs") !=
+        std::string::npos);
+}
+
+TEST_CASE("without the reference plugin nothing gated can be verified") {
+  const auto context = test::make_context(test::config_loading({test::plugin_file("cpu")}));
+  const Verdict v = verdict_of(*context, "cpu.softmax", "softmax f32 rows=2 cols=8");
+  CHECK_FALSE(v.passed);
+  CHECK(v.failed("no_reference"));
+}
