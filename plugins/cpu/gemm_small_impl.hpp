@@ -5,7 +5,8 @@
 // the arithmetic, so this kernel does as little as possible around a register-blocked
 // micro-kernel of Isa::kRows x (2 * Isa::kLanes), one vector wide for narrow matrices:
 //  - f32: A is read in place (a strided broadcast serves either layout) and B rows are
-//    loaded in place (masked loads at the right edge); only a transposed B is packed;
+//    loaded in place (masked loads at the right edge); only a transposed B is packed
+//    (8 x 8 register transposes), and not even that for m <= 4 (dot products of rows);
 //  - f16/bf16: A and B are widened once into f32 tiles on the stack;
 //  - the epilogue (alpha, beta * C, bias, activation, rounding to the dtype) runs on each
 //    block's sums, eight lanes at a time, and stores straight into D.
@@ -230,6 +231,26 @@ void multiply(const F32View& a, const F32View& b, bool b_padded, const arb_probl
   remaining_rows<Isa, Isa::kRows - 1>(p.m - i, a, b, b_padded, p, i, sink);
 }
 
+// Transposes an 8 x 8 block of floats held in eight registers (row r in rows[r]).
+inline void transpose8x8(__m256 rows[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(rows[0], rows[1]), t1 = _mm256_unpackhi_ps(rows[0], rows[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(rows[2], rows[3]), t3 = _mm256_unpackhi_ps(rows[2], rows[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(rows[4], rows[5]), t5 = _mm256_unpackhi_ps(rows[4], rows[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(rows[6], rows[7]), t7 = _mm256_unpackhi_ps(rows[6], rows[7]);
+  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  rows[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+  rows[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+  rows[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+  rows[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+  rows[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+  rows[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+  rows[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+  rows[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
 // op(B) widened into a [k x kPanel] f32 panel, zeros past column n.
 template <int32_t Dtype>
 void pack_b(const arb_problem& p, const typename Lanes<Dtype>::Element* b, float* panel) {
@@ -242,8 +263,19 @@ void pack_b(const arb_problem& p, const typename Lanes<Dtype>::Element* b, float
       for (; j + 8 <= p.n; j += 8) _mm256_storeu_ps(panel + q * kPanel + j, L::load(b + q * p.ldb + j));
       for (; j < p.n; ++j) panel[q * kPanel + j] = L::load1(b + q * p.ldb + j);
     }
-  } else {  // stored [n][k]: read along its rows, write down the panel's columns
-    for (int64_t j = 0; j < p.n; ++j)
+  } else {  // stored [n][k]: 8 x 8 blocks transposed in registers, scalar edges
+    const int64_t n8 = p.n / 8 * 8, k8 = p.k / 8 * 8;
+    for (int64_t j = 0; j < n8; j += 8) {
+      for (int64_t q = 0; q < k8; q += 8) {
+        __m256 rows[8];
+        for (int r = 0; r < 8; ++r) rows[r] = L::load(b + (j + r) * p.ldb + q);
+        transpose8x8(rows);
+        for (int r = 0; r < 8; ++r) _mm256_storeu_ps(panel + (q + r) * kPanel + j, rows[r]);
+      }
+      for (int64_t q = k8; q < p.k; ++q)
+        for (int64_t r = 0; r < 8; ++r) panel[q * kPanel + j + r] = L::load1(b + (j + r) * p.ldb + q);
+    }
+    for (int64_t j = n8; j < p.n; ++j)
       for (int64_t q = 0; q < p.k; ++q) panel[q * kPanel + j] = L::load1(b + j * p.ldb + q);
   }
 }
@@ -264,6 +296,48 @@ void pack_a(const arb_problem& p, const typename Lanes<Dtype>::Element* a, float
   }
 }
 
+// Decode-shaped products, m <= kDotRows with B stored [n][k] (weights [out, in]): every
+// output is a dot product of two contiguous rows, so nothing is packed. Four columns at a
+// time keep four independent sums in flight; the epilogue takes them eight lanes at a time.
+constexpr int64_t kDotRows = 4;
+
+template <int32_t Dtype>
+void dot_rows(const arb_problem& p, const arb_operands& o, const Epilogue<Dtype>& epilogue) {
+  using L = Lanes<Dtype>;
+  using E = typename L::Element;
+  const E* a = static_cast<const E*>(o.a);
+  const E* b = static_cast<const E*>(o.b);
+  const int64_t k8 = p.k / 8 * 8;
+  // The dot products of row a_row with rows j .. j + Group - 1 of B, into sums.
+  auto dots = [&]<int Group>(const E* a_row, int64_t j, float* sums) __attribute__((always_inline)) {
+    __m256 acc[Group];
+#pragma GCC unroll 4
+    for (int g = 0; g < Group; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t q = 0; q < k8; q += 8) {
+      const __m256 av = L::load(a_row + q);
+#pragma GCC unroll 4
+      for (int g = 0; g < Group; ++g) acc[g] = _mm256_fmadd_ps(av, L::load(b + (j + g) * p.ldb + q), acc[g]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < Group; ++g) {
+      float s = horizontal_sum(acc[g]);
+      for (int64_t q = k8; q < p.k; ++q) s += L::load1(a_row + q) * L::load1(b + (j + g) * p.ldb + q);
+      sums[g] = s;
+    }
+  };
+  alignas(32) float sums[8];
+  for (int64_t i = 0; i < p.m; ++i) {
+    const E* a_row = a + i * p.lda;
+    for (int64_t j0 = 0; j0 < p.n; j0 += 8) {
+      const int64_t count = std::min<int64_t>(8, p.n - j0);
+      int64_t j = 0;
+      for (; j + 4 <= count; j += 4) dots.template operator()<4>(a_row, j0 + j, sums + j);
+      for (; j < count; ++j) dots.template operator()<1>(a_row, j0 + j, sums + j);
+      epilogue.store8(i, j0, _mm256_load_ps(sums), count);
+    }
+  }
+}
+
 template <typename Isa, int32_t Dtype>
 void gemm_small_typed(const arb_problem& p, const arb_operands& o) {
   using E = typename Lanes<Dtype>::Element;
@@ -271,6 +345,7 @@ void gemm_small_typed(const arb_problem& p, const arb_operands& o) {
                                  o.alpha, o.beta};
   const bool plain = Dtype == ARB_DTYPE_F32 && !p.has_c && !p.has_bias && p.activation == ARB_ACT_NONE;
   const BlockSink sink{plain ? static_cast<float*>(o.d) : nullptr, p.ldd, o.alpha, &epilogue, &finish_tile<Dtype>};
+  if (p.trans_b && !p.trans_a && p.m <= kDotRows) return dot_rows<Dtype>(p, o, epilogue);
   alignas(64) float b_panel[kMaxSize * kPanel];
   if constexpr (Dtype == ARB_DTYPE_F32) {
     const auto* a = static_cast<const float*>(o.a);

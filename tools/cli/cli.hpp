@@ -3,6 +3,7 @@
 
 #include "config/config.hpp"
 #include "context.hpp"
+#include "tune/shape_suite.hpp"
 
 #include <memory>
 #include <string>
@@ -20,8 +21,13 @@ struct Arguments {
   bool flag(const std::string& name) const;
 };
 
-// A context from --config, or the embedded default. Throws Failure.
+// A context from --config, or the embedded default, with --table=PATH and --budget-ms=N
+// applied. Throws Failure.
 std::unique_ptr<Context> make_context(const Arguments& args);
+
+// The problems a command works on: those of --suite=FILE, or the one problem written as the
+// positional words. `command` names the command in messages.
+std::vector<SuiteProblem> problems_from(const Arguments& args, const char* command);
 
 // The positional words joined by spaces: a problem in the problem syntax.
 std::string joined(const std::vector<std::string>& words);
@@ -29,5 +35,8 @@ std::string joined(const std::vector<std::string>& words);
 int command_plugins(const Arguments& args);
 int command_explain(const Arguments& args);
 int command_run(const Arguments& args);
+int command_verify(const Arguments& args);
+int command_tune(const Arguments& args);
+int command_table(const Arguments& args);
 
 }  // namespace arbiter::cli

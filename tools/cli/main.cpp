@@ -3,6 +3,7 @@
 
 #include "common/failure.hpp"
 #include "common/log.hpp"
+#include "dispatch/problem_text.hpp"
 
 #include <arbiter/arbiter.h>
 
@@ -26,8 +27,27 @@ bool Arguments::flag(const std::string& name) const {
 
 std::unique_ptr<Context> make_context(const Arguments& args) {
   Config config = args.config_path.empty() ? default_config() : load_config_file(args.config_path);
+  if (const std::string table = args.option("table"); !table.empty()) config.table.path = table;
+  if (const std::string budget = args.option("budget-ms"); !budget.empty()) {
+    try {
+      config.tune.budget_ms = std::stoi(budget);
+    } catch (const std::exception&) {
+      fail(ARB_ERR_INVALID_ARGUMENT, "--budget-ms needs a number");
+    }
+  }
   set_log_level(config.log_level);
   return std::make_unique<Context>(std::move(config));
+}
+
+std::vector<SuiteProblem> problems_from(const Arguments& args, const char* command) {
+  if (const std::string suite = args.option("suite"); !suite.empty()) return load_suite(suite).problems;
+  if (args.positional.empty())
+    fail(ARB_ERR_INVALID_ARGUMENT, std::string(command) + " needs a problem or --suite=FILE");
+  SuiteProblem one;
+  one.text = joined(args.positional);
+  one.parsed = parse_problem(one.text);
+  one.origin = "the command line";
+  return {one};
 }
 
 std::string joined(const std::vector<std::string>& words) {
@@ -47,6 +67,17 @@ commands:
   explain <problem>       which kernel a problem goes to, and why
   run <problem>           run a problem on random data through dispatch, check it against the
                           reference, print the time   [--kernel=PLUGIN.KERNEL] [--samples=N] [--seed=N]
+  verify <problem | --suite=FILE>
+                          the verification gate's verdict for every kernel, failed checks named
+                          [--plugin=NAME] [--kernel=PLUGIN.KERNEL]
+  tune --suite=FILE       verify and time every candidate of every problem, keep the fastest by more
+                          than the noise, write the table as results arrive
+                          [--table=PATH] [--budget-ms=N]
+  table show [PATH]       entries, and which are valid here, stale, or for other devices
+  table diff A B          what differs between two tables
+  table merge OUT IN...   merge tables into OUT: per problem and device the faster entry by more
+                          than the noise
+  table prune [PATH]      remove the entries that are stale on this machine
   version                 library and ABI versions
 
 A problem is written as in docs/problem-syntax.md, for example
@@ -58,7 +89,7 @@ Without --config the embedded default configuration (configs/default.toml) is us
 
 // Options with a separate value word ("--config FILE", "--kernel NAME").
 bool takes_value(const std::string& word) {
-  for (const char* name : {"--config", "--kernel", "--samples", "--seed"})
+  for (const char* name : {"--config", "--kernel", "--samples", "--seed", "--suite", "--table", "--plugin", "--budget-ms"})
     if (word == name) return true;
   return false;
 }
@@ -93,6 +124,9 @@ int main(int argc, char** argv) {
     if (command == "plugins") return command_plugins(args);
     if (command == "explain") return command_explain(args);
     if (command == "run") return command_run(args);
+    if (command == "verify") return command_verify(args);
+    if (command == "tune") return command_tune(args);
+    if (command == "table") return command_table(args);
     if (command == "version") {
       const uint32_t abi = arb_abi_version();
       std::printf("arbiter %s, application ABI %u.%u, plugin ABI %d.%d\n", arb_library_version(), abi >> 16,

@@ -1,0 +1,50 @@
+#include "tune/shape_suite.hpp"
+
+#include "common/failure.hpp"
+#include "config/toml_section.hpp"
+
+#include <fstream>
+#include <sstream>
+
+namespace arbiter {
+
+ShapeSuite load_suite(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ARB_ERR_CONFIG, "cannot read suite file '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  toml::table document;
+  try {
+    document = toml::parse(text.str(), path);
+  } catch (const toml::parse_error& e) {
+    fail(ARB_ERR_CONFIG, toml_position(path, e.source().begin) + ": " + std::string(e.description()));
+  }
+  ShapeSuite suite;
+  Section root(document, "", path, ARB_ERR_CONFIG);
+  suite.name = root.required_string("name");
+  suite.description = root.string("description").value_or("");
+  suite.origin = root.string("origin").value_or("");
+  if (const toml::node* node = root.find("problem")) {
+    const toml::array* problems = node->as_array();
+    if (problems == nullptr) root.wrong_type(*node, "problem", "an array of tables ([[problem]])");
+    for (const toml::node& item : *problems) {
+      if (!item.is_table()) root.wrong_type(item, "problem", "an array of tables ([[problem]])");
+      Section s(*item.as_table(), "problem", path, ARB_ERR_CONFIG);
+      SuiteProblem p;
+      p.text = s.required_string("problem");
+      p.origin = s.string("origin").value_or("");
+      try {
+        p.parsed = parse_problem(p.text);
+      } catch (const Failure& f) {
+        fail(ARB_ERR_INVALID_ARGUMENT, toml_position(path, s.find("problem")->source().begin) + ": " + f.what());
+      }
+      s.finish();
+      suite.problems.push_back(std::move(p));
+    }
+  }
+  root.finish();
+  if (suite.problems.empty()) fail(ARB_ERR_CONFIG, path + ": the suite has no [[problem]]");
+  return suite;
+}
+
+}  // namespace arbiter

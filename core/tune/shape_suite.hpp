@@ -1,0 +1,27 @@
+// Shape suites (bench/suites/*.toml): named lists of problems taken from real models, each
+// saying where it comes from. bench/suites/README.md describes the format.
+#pragma once
+
+#include "dispatch/problem_text.hpp"
+
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+struct SuiteProblem {
+  std::string text;  // as written in the suite
+  ParsedProblem parsed;
+  std::string origin;
+};
+
+struct ShapeSuite {
+  std::string name, description, origin;
+  std::vector<SuiteProblem> problems;
+};
+
+// Throws Failure (ARB_ERR_CONFIG for the file, ARB_ERR_INVALID_ARGUMENT for a problem) with
+// the file, line and column.
+ShapeSuite load_suite(const std::string& path);
+
+}  // namespace arbiter

@@ -1,0 +1,116 @@
+// arbiter table show [PATH] | diff A B | merge OUT IN... | prune [PATH]
+// PATH defaults to the configured table.path (--table=PATH or the config).
+#include "cli.hpp"
+
+#include "common/failure.hpp"
+#include "table/table_file.hpp"
+#include "table/table_merge.hpp"
+
+#include <fmt/format.h>
+
+#include <set>
+
+namespace arbiter::cli {
+namespace {
+
+std::string table_path(const Arguments& args, const Context& context, size_t index) {
+  if (args.positional.size() > index) return args.positional[index];
+  if (!context.config().table.path.empty()) return context.config().table.path;
+  fail(ARB_ERR_INVALID_ARGUMENT, "which table? give a path, --table=PATH, or table.path in the config");
+}
+
+// The entry's status on this machine: "valid", "stale: why" or "other device: name".
+std::string status_here(Context& context, const TuningTable& table, const TableEntry& e) {
+  if (e.device != context.device().fingerprint().id()) return "other device: " + table.devices().at(e.device).name;
+  arb_problem problem{};
+  const std::string why = stale_reason(e, context.registry(), context.gate(), &problem);
+  return why.empty() ? "valid" : "stale: " + why;
+}
+
+int show(const Arguments& args, Context& context) {
+  const std::string path = table_path(args, context, 1);
+  const TuningTable table = load_table_file(path);
+  fmt::print("table: {} (schema {}), {} entries, {} devices; this machine: {}\n", path, TuningTable::kSchema,
+             table.entries().size(), table.devices().size(), context.device().fingerprint().id());
+  for (const auto& [id, d] : table.devices()) fmt::print("  device {}: {} {} [{}]\n", id, d.kind, d.name, d.details);
+  int valid = 0, stale = 0, other = 0;
+  fmt::print("\n| key | kernel | median us | margin | verified | here |\n| --- | --- | ---: | ---: | --- | --- |\n");
+  for (const TableEntry& e : table.entries()) {
+    const std::string status = status_here(context, table, e);
+    (status == "valid" ? valid : status.rfind("stale", 0) == 0 ? stale : other) += 1;
+    fmt::print("| {} | {} | {:.3g} | {} | {} | {} |\n", e.key, e.kernel, e.median_us,
+               e.runner_up.empty() ? "-" : fmt::format("{:.1f}% over {}", e.margin * 100, e.runner_up),
+               e.verified ? "yes" : "no", status);
+  }
+  fmt::print("\n{} valid here, {} stale (ignored; `arbiter table prune` removes them), {} for other devices\n", valid,
+             stale, other);
+  return 0;
+}
+
+int diff(const Arguments& args) {
+  if (args.positional.size() != 3) fail(ARB_ERR_INVALID_ARGUMENT, "table diff needs two tables: A B");
+  const TuningTable a = load_table_file(args.positional[1]), b = load_table_file(args.positional[2]);
+  int differences = 0;
+  for (const TableEntry& x : a.entries()) {
+    const TableEntry* y = b.find(x.key, x.device);
+    if (y == nullptr) {
+      fmt::print("- {} [{}]: {} {:.3g} us\n", x.key, x.device, x.kernel, x.median_us);
+      ++differences;
+    } else if (x.kernel != y->kernel || beats(*y, x) || beats(x, *y)) {
+      fmt::print("~ {} [{}]: {} {:.3g} us -> {} {:.3g} us\n", x.key, x.device, x.kernel, x.median_us, y->kernel,
+                 y->median_us);
+      ++differences;
+    }
+  }
+  for (const TableEntry& y : b.entries())
+    if (a.find(y.key, y.device) == nullptr) {
+      fmt::print("+ {} [{}]: {} {:.3g} us\n", y.key, y.device, y.kernel, y.median_us);
+      ++differences;
+    }
+  fmt::print("{} differences (~: another kernel, or a time apart by more than the noise)\n", differences);
+  return differences > 0 ? 1 : 0;
+}
+
+int merge(const Arguments& args) {
+  if (args.positional.size() < 3) fail(ARB_ERR_INVALID_ARGUMENT, "table merge needs OUT and at least one IN table");
+  const std::string out = args.positional[1];
+  for (size_t i = 2; i < args.positional.size(); ++i) {
+    const TuningTable in = load_table_file(args.positional[i]);
+    MergeReport report;
+    update_table_file(out, [&](TuningTable& table) { report = merge_tables(table, in); });
+    fmt::print("{}: {} added, {} replaced, {} kept\n", args.positional[i], report.added, report.replaced, report.kept);
+    for (const std::string& line : report.lines) fmt::print("  {}\n", line);
+  }
+  return 0;
+}
+
+int prune(const Arguments& args, Context& context) {
+  const std::string path = table_path(args, context, 1);
+  std::vector<std::string> removed;
+  update_table_file(path, [&](TuningTable& table) {
+    const TuningTable snapshot = table;
+    table.remove_if([&](const TableEntry& e) {
+      const std::string status = status_here(context, snapshot, e);
+      if (status.rfind("stale", 0) != 0) return false;
+      removed.push_back(e.key + " (" + e.kernel + "): " + status);
+      return true;
+    });
+  });
+  for (const std::string& line : removed) fmt::print("removed {}\n", line);
+  fmt::print("{} stale entries removed from {}; entries of other devices kept\n", removed.size(), path);
+  return 0;
+}
+
+}  // namespace
+
+int command_table(const Arguments& args) {
+  const std::string sub = args.positional.empty() ? "" : args.positional[0];
+  if (sub == "diff") return diff(args);
+  if (sub == "merge") return merge(args);
+  const auto context = make_context(args);
+  if (sub == "show") return show(args, *context);
+  if (sub == "prune") return prune(args, *context);
+  fail(ARB_ERR_INVALID_ARGUMENT, "table needs one of: show [PATH], diff A B, merge OUT IN..., prune [PATH]");
+}
+
+}  // namespace arbiter::cli
