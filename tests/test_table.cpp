@@ -5,6 +5,7 @@
 #include "dispatch/problem_text.hpp"
 #include "table/table_file.hpp"
 #include "table/table_merge.hpp"
+#include "table/tuned_entry.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -280,6 +281,34 @@ TEST_CASE("table: a writer killed with SIGKILL mid-write leaves a parseable tabl
     CHECK(table.entries().size() % 2000 == 0);
   }
   CHECK(fs::exists(path));
+}
+
+TEST_CASE("table: merge never compares times of different plugin builds; the newer measurement wins") {
+  const DeviceFingerprint d = test_device();
+  TuningTable mine, theirs;
+  TableEntry old_build = sample_entry("p", "cpu.a", 1.0, d);  // fast, but measured on old code
+  old_build.when = "2026-01-01T00:00:00Z";
+  TableEntry new_build = sample_entry("p", "cpu.a", 5.0, d);
+  new_build.build_id = "def456";
+  new_build.when = "2026-11-30T00:00:00Z";
+  mine.put(old_build, d);
+  theirs.put(new_build, d);
+  const MergeReport report = merge_tables(mine, theirs);
+  CHECK(report.replaced == 1);
+  CHECK(mine.find("p", d.id())->build_id == "def456");
+  CHECK_FALSE(same_validators(old_build, new_build));
+}
+
+TEST_CASE("table: a winner that ran without a verdict is not recorded as verified") {
+  const auto context = test::make_context(test::config_loading(
+      {test::plugin_file("reference"), test::fixture_file("speeds")}, "[verify]\nallow_unverified = true\n[tune]\nbudget_ms = 20\n"));
+  const arb_problem p = parse_problem("softmax f32 rows=4 cols=512").problem;
+  const TuneResult r = context->tuner().tune(p, nullptr);
+  REQUIRE(r.winning() != nullptr);
+  CHECK_FALSE(r.winning()->gated);
+  const TableEntry e = tuned_entry(r, p, context->device().fingerprint());
+  CHECK_FALSE(e.verified);
+  CHECK(e.verification == "not verified (verify.allow_unverified)");
 }
 
 TEST_CASE("table: merge keeps the faster entry only by more than the noise") {

@@ -94,6 +94,26 @@ TEST_CASE("AI-generated kernels are always gated; dispatch never runs a cheater"
         std::string::npos);
 }
 
+TEST_CASE("a kernel for large problems only is verified on the problem at full size") {
+  const auto context = with_cheaters();
+  const Verdict v = verdict_of(*context, "speeds.large_rows", "softmax f32 rows=2 cols=10000");
+  CAPTURE(v.detail);
+  CHECK(v.passed);
+  CHECK(v.shapes == 1);
+}
+
+TEST_CASE("re-verification uses new inputs and the problem at full size") {
+  const auto context = with_cheaters();
+  const KernelRecord& fast = *context->registry().find("speeds.fast");
+  const arb_problem p = parse_problem("softmax f32 rows=40 cols=5000").problem;  // shrunk for the first verdict
+  const Verdict first = context->gate().verdict(fast, p);
+  const Verdict second = context->gate().reverify(fast, p);
+  CHECK(first.passed);
+  CHECK(second.passed);
+  CHECK(second.shapes == first.shapes + 1);  // plus the full-size problem
+  CHECK(second.max_error != first.max_error);  // other random inputs
+}
+
 TEST_CASE("without the reference plugin nothing gated can be verified") {
   const auto context = test::make_context(test::config_loading({test::plugin_file("cpu")}));
   const Verdict v = verdict_of(*context, "cpu.softmax", "softmax f32 rows=2 cols=8");

@@ -4,12 +4,7 @@
 
 namespace arbiter {
 
-DeviceOperands::DeviceOperands(Device& device, const ProblemBuffers& host, void* stream)
-    : device_(device), problem_(host.problem()) {
-  const arb_operands o = host.operands();
-  alpha_ = o.alpha;
-  beta_ = o.beta;
-  eps_ = o.eps;
+DeviceOperands::DeviceOperands(Device& device, const ProblemBuffers& host, void* stream) : device_(device) {
   for (const auto& operand : host.all()) {
     Slot slot;
     slot.name = operand.name;
@@ -20,6 +15,13 @@ DeviceOperands::DeviceOperands(Device& device, const ProblemBuffers& host, void*
     bytes_ += slot.data_bytes;
     slots_.push_back(std::move(slot));
   }
+  const arb_operands scalars = host.operands();
+  auto find = [this](const char* name) -> void* {
+    for (const Slot& s : slots_)
+      if (s.name == name) return s.data();
+    return nullptr;
+  };
+  operands_ = operands_by_name(host.problem(), find, scalars.alpha, scalars.beta, scalars.eps);
   upload(host, stream);
 }
 
@@ -32,29 +34,6 @@ void DeviceOperands::download(ProblemBuffers& host, void* stream) const {
   for (size_t i = 0; i < slots_.size(); ++i)
     device_.download(host.buffer_data(i), slots_[i].data(), slots_[i].data_bytes, stream);
   device_.synchronize(stream);
-}
-
-arb_operands DeviceOperands::operands() const {
-  arb_operands o{};
-  o.struct_size = sizeof o;
-  auto find = [&](const char* name) -> void* {
-    for (const Slot& s : slots_)
-      if (s.name == name) return s.data();
-    return nullptr;
-  };
-  o.a = find("a");
-  o.b = find("b");
-  o.c = problem_.c_is_d ? find("d") : find("c");
-  o.bias = find("bias");
-  o.d = find("d");
-  o.x = find("x");
-  o.residual = find("residual");
-  o.weight = find("weight");
-  o.y = find("y");
-  o.alpha = alpha_;
-  o.beta = beta_;
-  o.eps = eps_;
-  return o;
 }
 
 std::vector<std::string> DeviceOperands::damaged_guards(void* stream) const {

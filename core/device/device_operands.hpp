@@ -23,7 +23,8 @@ class DeviceOperands {
   void upload(const ProblemBuffers& host, void* stream);
   // Copies every operand back into host buffers of the same problem.
   void download(ProblemBuffers& host, void* stream) const;
-  arb_operands operands() const;
+  // Computed once: the addresses never change.
+  const arb_operands& operands() const { return operands_; }
   // Names of the operands whose guard regions no longer hold the canary.
   std::vector<std::string> damaged_guards(void* stream) const;
   // Bytes of all operands together (for rotating sets past the cache).
@@ -37,9 +38,8 @@ class DeviceOperands {
     std::byte* data() const { return static_cast<std::byte*>(memory.data()) + kGuardBytes; }
   };
   Device& device_;
-  arb_problem problem_;
-  float alpha_, beta_, eps_;
   std::vector<Slot> slots_;
+  arb_operands operands_{};
   size_t bytes_ = 0;
 };
 

@@ -72,21 +72,7 @@ const ProblemBuffers::Operand* ProblemBuffers::find(const std::string& name) con
 }
 
 arb_operands ProblemBuffers::operands() const {
-  arb_operands o{};
-  o.struct_size = sizeof o;
-  o.a = pointer("a");
-  o.b = pointer("b");
-  o.c = problem_.c_is_d ? pointer("d") : pointer("c");
-  o.bias = pointer("bias");
-  o.d = pointer("d");
-  o.x = pointer("x");
-  o.residual = pointer("residual");
-  o.weight = pointer("weight");
-  o.y = pointer("y");
-  o.alpha = alpha_;
-  o.beta = beta_;
-  o.eps = eps_;
-  return o;
+  return operands_by_name(problem_, [this](const char* name) { return pointer(name); }, alpha_, beta_, eps_);
 }
 
 double ProblemBuffers::element(const Operand& operand, int64_t r, int64_t c) const {

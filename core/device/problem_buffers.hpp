@@ -20,6 +20,27 @@ enum class Distribution {
 };
 const char* distribution_name(Distribution distribution);
 
+// The arb_operands of a problem whose buffers `find(name)` returns ("a", "b", "c", "bias",
+// "d", "x", "residual", "weight", "y"; nullptr for absent ones). C is D when c_is_d.
+template <typename Find>
+arb_operands operands_by_name(const arb_problem& problem, Find&& find, float alpha, float beta, float eps) {
+  arb_operands o{};
+  o.struct_size = sizeof o;
+  o.a = find("a");
+  o.b = find("b");
+  o.c = problem.c_is_d ? find("d") : find("c");
+  o.bias = find("bias");
+  o.d = find("d");
+  o.x = find("x");
+  o.residual = find("residual");
+  o.weight = find("weight");
+  o.y = find("y");
+  o.alpha = alpha;
+  o.beta = beta;
+  o.eps = eps;
+  return o;
+}
+
 class ProblemBuffers {
  public:
   // One operand: its buffer and its rows x cols view with row stride ld (elements).

@@ -50,7 +50,7 @@ TableIndex::TableIndex(const TuningTable& table, const DeviceFingerprint& device
     const KernelRecord* kernel = registry.find(e.kernel);
     Verdict verdict;
     verdict.passed = true;
-    verdict.detail = e.verification.empty() ? "verified (tuning table)" : e.verification + " (tuning table)";
+    verdict.detail = e.verification.empty() ? "passed (tuning table)" : e.verification;
     if (e.verified) gate.remember(*kernel, problem, verdict);
     items_.push_back({e, kernel, problem, problem_class_key(problem)});
     by_key_[e.key] = &items_.back();

@@ -11,6 +11,12 @@ bool beats(const TableEntry& challenger, const TableEntry& incumbent) {
   return challenger.median_us < incumbent.median_us * (1.0 - noise);
 }
 
+bool same_validators(const TableEntry& a, const TableEntry& b) {
+  return a.plugin() == b.plugin() ? a.plugin_version == b.plugin_version && a.build_id == b.build_id &&
+                                        a.runtime_version == b.runtime_version
+                                  : true;  // different plugins: different code by design, times compare
+}
+
 MergeReport merge_tables(TuningTable& into, const TuningTable& from) {
   MergeReport report;
   for (const TableEntry& entry : from.entries()) {
@@ -19,6 +25,23 @@ MergeReport merge_tables(TuningTable& into, const TuningTable& from) {
     if (mine == nullptr) {
       into.put(entry, device);
       ++report.added;
+      continue;
+    }
+    if (!same_validators(entry, *mine)) {
+      const bool newer = entry.when > mine->when;  // ISO 8601 UTC strings order by time
+      report.lines.push_back(fmt::format("{} {} {} build {} ({}) over {} {} build {} ({}): different code, the newer wins: {}",
+                                         newer ? "replaced by" : "kept", newer ? entry.kernel : mine->kernel,
+                                         newer ? entry.plugin_version : mine->plugin_version,
+                                         newer ? entry.build_id : mine->build_id, newer ? entry.when : mine->when,
+                                         newer ? mine->kernel : entry.kernel,
+                                         newer ? mine->plugin_version : entry.plugin_version,
+                                         newer ? mine->build_id : entry.build_id, newer ? mine->when : entry.when, entry.key));
+      if (newer) {
+        into.put(entry, device);
+        ++report.replaced;
+      } else {
+        ++report.kept;
+      }
       continue;
     }
     if (beats(entry, *mine)) {

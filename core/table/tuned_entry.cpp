@@ -23,8 +23,8 @@ TableEntry tuned_entry(const TuneResult& result, const arb_problem& problem, con
     e.runner_up = second->kernel->name;
     e.margin = result.margin;
   }
-  e.verified = winner.verdict.passed;
-  e.verification = winner.verdict.detail.empty() ? winner.verdict.summary() : winner.verdict.detail;
+  e.verified = winner.gated && winner.verdict.passed;  // only a verdict of the gate counts
+  e.verification = winner.verdict.summary();
   if (winner.kernel->abi.workspace_size != nullptr) {
     size_t bytes = 0;
     if (winner.kernel->abi.workspace_size(winner.kernel->abi.ctx, &problem, &bytes) == ARB_OK)

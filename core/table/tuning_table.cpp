@@ -14,6 +14,8 @@
 namespace arbiter {
 namespace {
 
+std::string index_key(const std::string& key, const std::string& device) { return key + '\n' + device; }
+
 TableEntry read_entry(const toml::table& table, const std::string& source, size_t index) {
   Section s(table, fmt::format("entry[{}]", index), source, ARB_ERR_TABLE);
   TableEntry e;
@@ -103,6 +105,7 @@ TuningTable TuningTable::parse(std::string_view text, const std::string& source)
         fail(ARB_ERR_TABLE, toml_position(source, item.source().begin) + ": entry for unknown device '" + entry.device + "'");
       if (table.find(entry.key, entry.device) != nullptr)
         fail(ARB_ERR_TABLE, toml_position(source, item.source().begin) + ": a second entry for '" + entry.key + "'");
+      table.index_.emplace(index_key(entry.key, entry.device), table.entries_.size());
       table.entries_.push_back(std::move(entry));
     }
   }
@@ -141,19 +144,22 @@ std::string TuningTable::to_toml() const {
 
 void TuningTable::put(const TableEntry& entry, const DeviceFingerprint& device) {
   devices_[device.id()] = device;
-  for (TableEntry& e : entries_) {
-    if (e.key == entry.key && e.device == entry.device) {
-      e = entry;
-      return;
-    }
+  auto [it, inserted] = index_.emplace(index_key(entry.key, entry.device), entries_.size());
+  if (inserted) {
+    entries_.push_back(entry);
+  } else {
+    entries_[it->second] = entry;
   }
-  entries_.push_back(entry);
 }
 
 const TableEntry* TuningTable::find(const std::string& key, const std::string& device) const {
-  for (const TableEntry& e : entries_)
-    if (e.key == key && e.device == device) return &e;
-  return nullptr;
+  auto it = index_.find(index_key(key, device));
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+void TuningTable::reindex() {
+  index_.clear();
+  for (size_t i = 0; i < entries_.size(); ++i) index_.emplace(index_key(entries_[i].key, entries_[i].device), i);
 }
 
 std::string utc_now() {

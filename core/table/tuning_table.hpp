@@ -17,6 +17,7 @@
 #include "device/device.hpp"
 
 #include <map>
+#include <unordered_map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,12 +61,16 @@ class TuningTable {
   size_t remove_if(Predicate drop) {
     const size_t before = entries_.size();
     std::erase_if(entries_, drop);
+    reindex();
     return before - entries_.size();
   }
 
  private:
+  void reindex();
+
   std::map<std::string, DeviceFingerprint> devices_;  // by id
   std::vector<TableEntry> entries_;                    // in insertion order, unique (key, device)
+  std::unordered_map<std::string, size_t> index_;      // key + '\n' + device -> position
 };
 
 // The current time as the table writes it.

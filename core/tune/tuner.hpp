@@ -6,8 +6,8 @@
 //     has at least min_samples; every sample is a batch of launches, each launch on the
 //     next of several buffer sets whose total exceeds the last-level cache (cache = "cold");
 //  4. the top candidates are re-timed interleaved; their medians decide;
-//  5. the incumbent (the table's or the heuristic's choice) is kept unless beaten by more
-//     than the measured noise: max over the two of (p80 - p20) / (2 median), at least 1%;
+//  5. the incumbent (the table's entry, when retuning) is kept unless beaten by more than
+//     the measured noise: max over the two of (p80 - p20) / (2 median), at least 1%;
 //  6. a winner more than 10x faster than the vendor kernel, or above 95% of the measured
 //     copy bandwidth (row ops, cold cache), is re-verified before it may win.
 #pragma once
@@ -39,6 +39,7 @@ struct Candidate {
   const KernelRecord* kernel = nullptr;
   std::string status;  // "measured", or why it was not
   Verdict verdict;
+  bool gated = true;  // false: ran without a verdict (the reference, or allow_unverified)
   bool measured = false;
   TimingStats stats;
 };

@@ -30,13 +30,21 @@ void VerificationGate::remember(const KernelRecord& kernel, const arb_problem& p
 Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh) {
   if (!fresh)
     if (auto known = known_verdict(kernel, problem)) return *known;
+  return run(kernel, problem, VerifyOptions{config_.trials, 0, false});
+}
+
+Verdict VerificationGate::reverify(const KernelRecord& kernel, const arb_problem& problem) {
+  return run(kernel, problem, VerifyOptions{config_.trials, 0x5eed5eedu, true});
+}
+
+Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& problem, const VerifyOptions& options) {
   Verdict v;
   const KernelRecord* reference = registry_.find("reference." + std::string(op_name(problem.op)));
   if (reference == nullptr) {
     v.failed_checks.push_back("no_reference");
     v.detail = "no_reference: the reference plugin is not loaded, so nothing can be verified";
   } else {
-    v = verify_kernel(device_, kernel, *reference, problem, VerifyOptions{config_.trials});
+    v = verify_kernel(device_, kernel, *reference, problem, options);
   }
   if (!v.passed)
     logger().warn("kernel {} failed verification for {}: {}", kernel.name, problem_class_key(problem), v.detail);

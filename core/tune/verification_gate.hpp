@@ -27,6 +27,9 @@ class VerificationGate {
 
   // The verdict, computed now if not known (or always, with fresh = true).
   Verdict verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh = false);
+  // A second opinion on a result that looks too good: new random inputs, and the problem at
+  // full size as well as the usual shapes. Replaces the remembered verdict.
+  Verdict reverify(const KernelRecord& kernel, const arb_problem& problem);
   std::optional<Verdict> known_verdict(const KernelRecord& kernel, const arb_problem& problem) const;
   // Records a verdict from elsewhere (a tuning-table entry).
   void remember(const KernelRecord& kernel, const arb_problem& problem, const Verdict& verdict);
@@ -38,6 +41,8 @@ class VerificationGate {
   Device& device_;
   const KernelRegistry& registry_;
   VerifyConfig config_;
+  Verdict run(const KernelRecord& kernel, const arb_problem& problem, const VerifyOptions& options);
+
   mutable std::mutex mutex_;
   std::map<std::string, Verdict> verdicts_;
 };

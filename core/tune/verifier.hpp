@@ -15,6 +15,7 @@
 #include "device/device.hpp"
 #include "plugin/plugin_record.hpp"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,9 @@ struct Verdict {
 };
 
 struct VerifyOptions {
-  int trials = 3;  // DESIGN.md asks for at least three
+  int trials = 3;            // DESIGN.md asks for at least three
+  uint64_t seed = 0;         // varies every input; a re-verification uses another
+  bool full_problem = false; // also run the problem at full size (if the reference can afford it)
 };
 
 // Verifies `kernel` on the class of `problem` against `reference` (the reference plugin's
@@ -40,6 +43,11 @@ struct VerifyOptions {
 // failed verdict.
 Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                       const arb_problem& problem, const VerifyOptions& options);
+
+// Multiply-adds the fp64 reference spends on one run of a problem, and the most verification
+// will spend on the full-size problem (a few seconds at most on a CPU).
+double reference_cost(const arb_problem& problem);
+constexpr double kMaxReferenceCost = double(1 << 28);
 
 // The identity a verdict belongs to: plugin, version, build id, kernel, problem class.
 std::string verdict_key(const KernelRecord& kernel, const arb_problem& problem);

@@ -56,9 +56,9 @@ int diff(const Arguments& args) {
     if (y == nullptr) {
       fmt::print("- {} [{}]: {} {:.3g} us\n", x.key, x.device, x.kernel, x.median_us);
       ++differences;
-    } else if (x.kernel != y->kernel || beats(*y, x) || beats(x, *y)) {
-      fmt::print("~ {} [{}]: {} {:.3g} us -> {} {:.3g} us\n", x.key, x.device, x.kernel, x.median_us, y->kernel,
-                 y->median_us);
+    } else if (x.kernel != y->kernel || !same_validators(x, *y) || beats(*y, x) || beats(x, *y)) {
+      fmt::print("~ {} [{}]: {} {} build {} {:.3g} us -> {} {} build {} {:.3g} us\n", x.key, x.device, x.kernel,
+                 x.plugin_version, x.build_id, x.median_us, y->kernel, y->plugin_version, y->build_id, y->median_us);
       ++differences;
     }
   }
@@ -67,7 +67,8 @@ int diff(const Arguments& args) {
       fmt::print("+ {} [{}]: {} {:.3g} us\n", y.key, y.device, y.kernel, y.median_us);
       ++differences;
     }
-  fmt::print("{} differences (~: another kernel, or a time apart by more than the noise)\n", differences);
+  fmt::print("{} differences (~: another kernel, other plugin build, or a time apart by more than the noise)\n",
+             differences);
   return differences > 0 ? 1 : 0;
 }
 
@@ -91,13 +92,15 @@ int prune(const Arguments& args, Context& context) {
     const TuningTable snapshot = table;
     table.remove_if([&](const TableEntry& e) {
       const std::string status = status_here(context, snapshot, e);
-      if (status.rfind("stale", 0) != 0) return false;
+      // Entries of plugins this config does not load are kept: they may be valid elsewhere.
+      if (status.rfind("stale", 0) != 0 || context.registry().find(e.kernel) == nullptr) return false;
       removed.push_back(e.key + " (" + e.kernel + "): " + status);
       return true;
     });
   });
   for (const std::string& line : removed) fmt::print("removed {}\n", line);
-  fmt::print("{} stale entries removed from {}; entries of other devices kept\n", removed.size(), path);
+  fmt::print("{} stale entries removed from {}; entries of other devices and of plugins not loaded here kept\n",
+             removed.size(), path);
   return 0;
 }
 

@@ -59,15 +59,15 @@ int command_tune(const Arguments& args) {
       if (auto hit = table->lookup(key)) incumbent = hit->kernel;
     const TuneResult result = context->tuner().tune(p, incumbent);
     method = result.method;
-    Row row{key, "-", "", 0, 0, false};
+    Row row{problems[i].text, "-", "", 0, 0, false};
     std::string report = fmt::format("\n{}\n  from: {}\n", key, problems[i].origin.empty() ? "-" : problems[i].origin);
     for (const Candidate& c : result.candidates) {
       const std::string time = c.stats.samples > 0 ? fmt::format("{:>10} (p20 {}, p80 {}, {} samples)", micros(c.stats.median),
                                                                  micros(c.stats.p20), micros(c.stats.p80), c.stats.samples)
                                                    : "";
       const bool won = &c == result.winning();
-      report += fmt::format("  {} {:<28} {:<44} {}\n", won ? "*" : " ", c.kernel->name,
-                            c.status == "measured" ? c.verdict.summary().substr(0, 44) : c.status.substr(0, 44), time);
+      report += fmt::format("  {} {:<28} {:<48} {}\n", won ? "*" : " ", c.kernel->name,
+                            c.status == "measured" ? c.verdict.summary() : c.status, time);
     }
     for (const std::string& note : result.notes) report += "  note: " + note + "\n";
     if (const Candidate* w = result.winning()) {

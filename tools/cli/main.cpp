@@ -29,11 +29,14 @@ std::unique_ptr<Context> make_context(const Arguments& args) {
   Config config = args.config_path.empty() ? default_config() : load_config_file(args.config_path);
   if (const std::string table = args.option("table"); !table.empty()) config.table.path = table;
   if (const std::string budget = args.option("budget-ms"); !budget.empty()) {
+    int value = 0;
     try {
-      config.tune.budget_ms = std::stoi(budget);
+      value = std::stoi(budget);
     } catch (const std::exception&) {
-      fail(ARB_ERR_INVALID_ARGUMENT, "--budget-ms needs a number");
+      value = 0;
     }
+    if (value < 1 || value > 600000) fail(ARB_ERR_INVALID_ARGUMENT, "--budget-ms needs a number from 1 to 600000");
+    config.tune.budget_ms = value;
   }
   set_log_level(config.log_level);
   return std::make_unique<Context>(std::move(config));
@@ -70,7 +73,8 @@ commands:
   verify <problem | --suite=FILE>
                           the verification gate's verdict for every kernel, failed checks named
                           [--plugin=NAME] [--kernel=PLUGIN.KERNEL]
-  tune --suite=FILE       verify and time every candidate of every problem, keep the fastest by more
+  tune <problem | --suite=FILE>
+                          verify and time every candidate of every problem, keep the fastest by more
                           than the noise, write the table as results arrive
                           [--table=PATH] [--budget-ms=N]
   table show [PATH]       entries, and which are valid here, stale, or for other devices
