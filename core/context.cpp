@@ -11,10 +11,11 @@ namespace arbiter {
 
 Context::Context(Config config, std::function<void(const arb_problem&, const TuneResult&)> on_tuned)
     : config_(std::move(config)),
-      device_(make_cpu_device()),
+      cpu_device_(adopt(make_cpu_device(), devices_.cpu)),
+      cuda_device_(adopt(make_cuda_device(0, &devices_.cuda_unavailable), devices_.cuda)),
       registry_(config_.plugins),
-      gate_(*device_, registry_, config_.verify),
-      tuner_(*device_, registry_, gate_, config_.tune),
+      gate_(devices_, registry_, config_.verify),
+      tuner_(devices_, registry_, gate_, config_.tune),
       dispatcher_(registry_, config_.dispatch, services(std::move(on_tuned))) {
   for (const OverrideRule& rule : config_.dispatch.overrides)
     if (registry_.find(rule.kernel) == nullptr)
@@ -25,7 +26,7 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
   // Runs before dispatcher_ is built: the table is loaded here, once.
   if (!config_.table.path.empty()) {
     try {
-      table_ = std::make_unique<TableIndex>(load_table_file(config_.table.path), device_->fingerprint(), registry_, gate_);
+      table_ = std::make_unique<TableIndex>(load_table_file(config_.table.path), devices_, registry_, gate_);
     } catch (const Failure& e) {
       table_error_ = e.what();
       logger().error("tuning table unusable, continuing without it: {}", table_error_);
@@ -36,16 +37,32 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
   s.table = table_.get();
   s.tuner = &tuner_;
   s.policy = config_.table.policy;
-  s.device = &device_->fingerprint();
+  s.devices = &devices_;
   s.on_tuned = std::move(on_tuned);
   if (table_ != nullptr) s.persist = [this](const TableEntry& entry) { record(entry); };
   return s;
 }
 
+Context::~Context() {
+  // DESIGN.md rule 10: plugins are unloaded only after their outstanding work is done.
+  for (Device* d : {devices_.cpu, devices_.cuda}) {
+    if (d == nullptr) continue;
+    try {
+      d->synchronize_all();
+    } catch (const std::exception& e) {
+      logger().error("context destroyed with a device error pending: {}", e.what());
+    }
+  }
+}
+
 void Context::record(const TableEntry& entry) {
   if (config_.table.path.empty()) fail(ARB_ERR_TABLE, "no tuning table is configured (table.path)");
-  const DeviceFingerprint& device = device_->fingerprint();
-  update_table_file(config_.table.path, [&](TuningTable& table) { table.put(entry, device); });
+  const Device* device = nullptr;
+  for (const Device* d : {devices_.cpu, devices_.cuda})
+    if (d != nullptr && d->fingerprint().id() == entry.device) device = d;
+  if (device == nullptr) fail(ARB_ERR_TABLE, "the entry's device " + entry.device + " is not this machine's");
+  const DeviceFingerprint fingerprint = device->fingerprint();
+  update_table_file(config_.table.path, [&](TuningTable& table) { table.put(entry, fingerprint); });
 }
 
 void Context::launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,

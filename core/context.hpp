@@ -21,13 +21,16 @@ class Context {
  public:
   // on_tuned, if set, hears about every tuning the dispatcher runs (progress reports).
   explicit Context(Config config, std::function<void(const arb_problem&, const TuneResult&)> on_tuned = {});
+  ~Context();  // waits for outstanding device work, then unloads the plugins
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
   const Config& config() const { return config_; }
   const KernelRegistry& registry() const { return registry_; }
   Dispatcher& dispatcher() { return dispatcher_; }
-  Device& device() { return *device_; }
+  // The host CPU; devices() has the GPU too, when there is one.
+  Device& device() { return *cpu_device_; }
+  const Devices& devices() const { return devices_; }
   VerificationGate& gate() { return gate_; }
   Tuner& tuner() { return tuner_; }
   // The table as this context uses it; nullptr without table.path or if it was unusable.
@@ -40,7 +43,9 @@ class Context {
   // The hot path: select (cached) and launch. Throws Failure.
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
     const Selection& selection = dispatcher_.select(problem);
-    void* workspace = workspace_.host(selection.workspace_bytes);
+    void* workspace = problem.device_type == kDLCPU
+                          ? workspace_.host(selection.workspace_bytes)
+                          : workspace_.device(devices_.of(problem.device_type), selection.workspace_bytes, stream);
     launch(*selection.kernel, problem, operands, workspace, selection.workspace_bytes, stream);
   }
 
@@ -52,9 +57,14 @@ class Context {
   static void launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
                      void* workspace, size_t workspace_bytes, void* stream);
   DispatchServices services(std::function<void(const arb_problem&, const TuneResult&)> on_tuned);
+  static std::unique_ptr<Device> adopt(std::unique_ptr<Device> device, Device*& slot) {
+    slot = device.get();
+    return device;
+  }
 
   Config config_;
-  std::unique_ptr<Device> device_;
+  Devices devices_;  // pointers into the two below, set as they are made
+  std::unique_ptr<Device> cpu_device_, cuda_device_;
   WorkspacePool workspace_;
   KernelRegistry registry_;
   VerificationGate gate_;

@@ -75,11 +75,13 @@ class CpuDevice final : public Device {
   }
   void upload(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes, void*) override { std::memcpy(dst, src, bytes); }
   void fill(void* dst, uint32_t pattern, size_t bytes, void*) override {
     auto* out = static_cast<unsigned char*>(dst);
     for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>(pattern >> (8 * (i % 4)));
   }
   void synchronize(void*) override {}
+  void synchronize_all() override {}
   std::unique_ptr<DeviceTimer> timer() override { return std::make_unique<CpuTimer>(); }
   size_t last_level_cache_bytes() const override { return llc_bytes_; }
 
@@ -101,5 +103,12 @@ std::string DeviceFingerprint::id() const {
 }
 
 std::unique_ptr<Device> make_cpu_device() { return std::make_unique<CpuDevice>(); }
+
+Device& Devices::of(int32_t device_type) const {
+  if (device_type == kDLCPU && cpu != nullptr) return *cpu;
+  if (device_type == kDLCUDA && cuda != nullptr) return *cuda;
+  fail(ARB_ERR_UNSUPPORTED, device_type == kDLCUDA ? (cuda_unavailable.empty() ? "no CUDA device" : cuda_unavailable)
+                                                  : "device type " + std::to_string(device_type) + " is not supported");
+}
 
 }  // namespace arbiter

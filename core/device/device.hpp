@@ -54,9 +54,13 @@ class Device {
   virtual DeviceMemory allocate(size_t bytes) = 0;
   virtual void upload(void* device_dst, const void* host_src, size_t bytes, void* stream) = 0;
   virtual void download(void* host_dst, const void* device_src, size_t bytes, void* stream) = 0;
+  // Device-to-device copy on a stream (asynchronous on a GPU).
+  virtual void copy(void* device_dst, const void* device_src, size_t bytes, void* stream) = 0;
   // Fills bytes with a repeating 32-bit pattern (poison, canaries).
   virtual void fill(void* device_dst, uint32_t pattern, size_t bytes, void* stream) = 0;
   virtual void synchronize(void* stream) = 0;
+  // Waits for all work on the device, every stream (before unloading what launched it).
+  virtual void synchronize_all() = 0;
   virtual std::unique_ptr<DeviceTimer> timer() = 0;
   // Bytes of the last-level cache that timing must rotate buffers past.
   virtual size_t last_level_cache_bytes() const = 0;
@@ -64,5 +68,18 @@ class Device {
 
 // The host CPU.
 std::unique_ptr<Device> make_cpu_device();
+
+// CUDA device `id`, or nullptr with the reason in *why (no driver, no GPU, or a build
+// without CUDA).
+std::unique_ptr<Device> make_cuda_device(int id, std::string* why);
+
+// The devices one context works with; the CPU is always there.
+struct Devices {
+  Device* cpu = nullptr;
+  Device* cuda = nullptr;        // nullptr without a usable GPU
+  std::string cuda_unavailable;  // why cuda is nullptr
+  // The device of a problem; throws Failure(ARB_ERR_UNSUPPORTED) naming why it is missing.
+  Device& of(int32_t device_type) const;
+};
 
 }  // namespace arbiter

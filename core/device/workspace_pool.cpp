@@ -18,6 +18,22 @@ WorkspacePool::ThreadCache& WorkspacePool::thread_cache() {
   return cache;
 }
 
+WorkspacePool::ThreadCache& WorkspacePool::device_cache() {
+  thread_local ThreadCache cache;
+  return cache;
+}
+
+void* WorkspacePool::device_slow(Device& device, size_t bytes, void* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  DeviceMemory& memory = device_buffers_[DeviceKey{std::this_thread::get_id(), stream, &device}];
+  if (memory.size() < bytes) {
+    device.synchronize(stream);  // work queued earlier on this stream may still use the old one
+    memory = device.allocate((bytes + 255) / 256 * 256);
+  }
+  device_cache() = ThreadCache{id_, memory.data(), memory.size(), stream, &device};
+  return memory.data();
+}
+
 void* WorkspacePool::host_slow(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   Buffer& buffer = buffers_[std::this_thread::get_id()];

@@ -1,10 +1,15 @@
-// Host-side workspace for kernels that ask for one (arb_kernel.workspace_size): one buffer
-// per calling thread, grown on demand and reused, so a launch never allocates once the
-// thread has seen its largest problem. A thread-local pointer makes the steady state
-// lock-free. (CUDA workspace, tied to streams, comes with the CUDA device services.)
+// Workspace for kernels that ask for one (arb_kernel.workspace_size): one buffer per calling
+// thread (host memory), or per calling thread and stream (device memory), grown on demand
+// and reused, so a launch never allocates once the thread has seen its largest problem. A
+// thread-local pointer makes the steady state lock-free; a device buffer is only replaced
+// after its stream has finished with it.
 #pragma once
 
+#include "device/device.hpp"
+
 #include <cstddef>
+#include <map>
+#include <tuple>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,11 +33,22 @@ class WorkspacePool {
     return host_slow(bytes);
   }
 
+  // At least `bytes` of `device` memory for work the calling thread queues on `stream`.
+  void* device(Device& device, size_t bytes, void* stream) {
+    if (bytes == 0) return nullptr;
+    const ThreadCache& cache = device_cache();
+    if (cache.pool_id == id_ && cache.stream == stream && cache.device == &device && cache.size >= bytes)
+      return cache.data;
+    return device_slow(device, bytes, stream);
+  }
+
  private:
   struct ThreadCache {
     uint64_t pool_id = 0;  // pools are numbered from 1 and numbers are never reused
     void* data = nullptr;
     size_t size = 0;
+    void* stream = nullptr;         // device buffers only
+    const Device* device = nullptr;
   };
   struct FreeDeleter {
     void operator()(void* p) const noexcept;
@@ -43,11 +59,23 @@ class WorkspacePool {
   };
 
   static ThreadCache& thread_cache();
+  static ThreadCache& device_cache();
   void* host_slow(size_t bytes);
+  void* device_slow(Device& device, size_t bytes, void* stream);
+
+  struct DeviceKey {
+    std::thread::id thread;
+    void* stream;
+    const Device* device;
+    bool operator<(const DeviceKey& o) const {
+      return std::tie(thread, stream, device) < std::tie(o.thread, o.stream, o.device);
+    }
+  };
 
   const uint64_t id_;
   std::mutex mutex_;
   std::unordered_map<std::thread::id, Buffer> buffers_;
+  std::map<DeviceKey, DeviceMemory> device_buffers_;
 };
 
 }  // namespace arbiter

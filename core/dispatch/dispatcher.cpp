@@ -144,8 +144,8 @@ Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
       const TuneResult result = services_.tuner->tune(p, entry ? entry->kernel : nullptr);
       if (services_.on_tuned) services_.on_tuned(p, result);
       if (const Candidate* winner = result.winning()) {
-        if (services_.device != nullptr) {
-          const TableEntry tuned = tuned_entry(result, p, *services_.device);
+        if (services_.devices != nullptr) {
+          const TableEntry tuned = tuned_entry(result, p, services_.devices->of(p.device_type).fingerprint());
           try {
             if (services_.persist) services_.persist(tuned);
           } catch (const std::exception& e) {

@@ -26,7 +26,7 @@ class TableIndex;
 class Tuner;
 struct TableEntry;
 struct TuneResult;
-struct DeviceFingerprint;
+struct Devices;
 
 struct Selection {
   const KernelRecord* kernel = nullptr;
@@ -51,7 +51,7 @@ struct DispatchServices {
   std::function<void(const TableEntry&)> persist;
   // Reports a finished tuning (the CLI's progress output); may be empty.
   std::function<void(const arb_problem&, const TuneResult&)> on_tuned;
-  const DeviceFingerprint* device = nullptr;  // for tuned entries
+  const Devices* devices = nullptr;  // for tuned entries (the problem's device fingerprint)
 };
 
 class Dispatcher {

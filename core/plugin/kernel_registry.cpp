@@ -38,6 +38,7 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config) {
       }
     }
     std::unique_ptr<PluginRecord> record = load_plugin(candidate.path);
+    if (record->name.empty()) record->name = file_name;  // rejected before it could say; "" if unnamed file
     if (record->state == PluginState::loaded) {
       if (std::string why = disabled_reason(config, record->name); !why.empty()) {
         record->state = PluginState::disabled;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace arbiter {
@@ -34,11 +35,13 @@ std::string stale_reason(const TableEntry& e, const KernelRegistry& registry, co
   return "";
 }
 
-TableIndex::TableIndex(const TuningTable& table, const DeviceFingerprint& device, const KernelRegistry& registry,
+TableIndex::TableIndex(const TuningTable& table, const Devices& devices, const KernelRegistry& registry,
                        VerificationGate& gate) {
-  const std::string here = device.id();
+  std::vector<std::string> here;  // this machine's devices
+  for (const Device* d : {devices.cpu, devices.cuda})
+    if (d != nullptr) here.push_back(d->fingerprint().id());
   for (const TableEntry& e : table.entries()) {
-    if (e.device != here) {
+    if (std::find(here.begin(), here.end(), e.device) == here.end()) {
       ++other_devices_;
       continue;
     }

@@ -34,8 +34,7 @@ struct StaleEntry {
 
 class TableIndex {
  public:
-  TableIndex(const TuningTable& table, const DeviceFingerprint& device, const KernelRegistry& registry,
-             VerificationGate& gate);
+  TableIndex(const TuningTable& table, const Devices& devices, const KernelRegistry& registry, VerificationGate& gate);
 
   std::optional<TableHit> lookup(const std::string& key) const;
   // Why no valid entry serves `key`: the stale reason, or that there is none.

@@ -104,29 +104,31 @@ bool incumbent_stays(const TimingStats& incumbent, const TimingStats& challenger
   return (incumbent.median - challenger.median) / incumbent.median <= measured_noise(incumbent, challenger);
 }
 
-Tuner::Tuner(Device& device, const KernelRegistry& registry, VerificationGate& gate, const TuneConfig& config)
-    : device_(device), registry_(registry), gate_(gate), config_(config) {}
+Tuner::Tuner(const Devices& devices, const KernelRegistry& registry, VerificationGate& gate, const TuneConfig& config)
+    : devices_(devices), registry_(registry), gate_(gate), config_(config) {}
 
-double Tuner::copy_bandwidth() {
-  if (copy_bandwidth_ > 0) return copy_bandwidth_;
-  const size_t bytes = std::max<size_t>(2 * device_.last_level_cache_bytes(), size_t(64) << 20);
-  DeviceMemory a = device_.allocate(bytes);
-  device_.fill(a.data(), 0x3f800000u, bytes, nullptr);
-  std::vector<unsigned char> staging(bytes);
+double Tuner::copy_bandwidth(Device& device) {
+  if (auto it = copy_bandwidth_.find(&device); it != copy_bandwidth_.end()) return it->second;
+  // Device to device where the device has its own memory (a GPU), host memcpy on the CPU.
+  const size_t bytes = std::max<size_t>(2 * device.last_level_cache_bytes(), size_t(64) << 20);
+  DeviceMemory a = device.allocate(bytes), b = device.allocate(bytes);
+  device.fill(a.data(), 0x3f800000u, bytes, nullptr);
   std::vector<double> seconds;
   for (int i = 0; i < 5; ++i) {
-    auto timer = device_.timer();
+    auto timer = device.timer();
     timer->start(nullptr);
-    device_.download(staging.data(), a.data(), bytes, nullptr);
+    device.copy(b.data(), a.data(), bytes, nullptr);
     timer->stop(nullptr);
     seconds.push_back(timer->seconds());
   }
-  copy_bandwidth_ = 2.0 * static_cast<double>(bytes) / statistics(seconds).median;  // read + write
-  return copy_bandwidth_;
+  const double bandwidth = 2.0 * static_cast<double>(bytes) / statistics(seconds).median;  // read + write
+  copy_bandwidth_[&device] = bandwidth;
+  return bandwidth;
 }
 
 TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent) {
   const auto started = Clock::now();
+  Device& device = devices_.of(problem.device_type);
   TuneResult result;
   // Candidates: every kernel of the op on this device; the gate runs before any timing.
   for (const KernelRecord* kernel : registry_.candidates(problem.op)) {
@@ -159,7 +161,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
       c.status = "workspace_size failed";
       continue;
     }
-    if (t.workspace_bytes > 0) t.workspace = device_.allocate(t.workspace_bytes);
+    if (t.workspace_bytes > 0) t.workspace = device.allocate(t.workspace_bytes);
     contenders.push_back(std::move(t));
   }
   if (contenders.empty()) {
@@ -168,7 +170,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
   }
 
   const bool cold = config_.cache == "cold";
-  Bench bench(device_, problem, cold);
+  Bench bench(device, problem, cold);
   auto run_sample = [&](Contender& t) {
     try {
       t.samples.push_back(bench.sample(*t.candidate->kernel, t.batch, t.workspace, t.workspace_bytes));
@@ -279,9 +281,9 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
       suspicion = fmt::format("more than 10x faster than the vendor kernel {}", vendor->kernel->name);
     if (problem.op != ARB_OP_GEMM && cold && fastest->stats.median > 0) {
       const double rate = row_op_bytes(problem) / fastest->stats.median;
-      if (rate > 0.95 * copy_bandwidth())
+      if (rate > 0.95 * copy_bandwidth(device))
         suspicion = fmt::format("{:.1f} GB/s is above 95% of the measured copy bandwidth ({:.1f} GB/s)", rate * 1e-9,
-                                copy_bandwidth() * 1e-9);
+                                copy_bandwidth(device) * 1e-9);
     }
     if (!suspicion.empty() && gate_.gated(*fastest->kernel)) {
       fastest->verdict = gate_.reverify(*fastest->kernel, problem);
@@ -326,7 +328,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
       problem.device_type == kDLCPU ? "steady_clock" : "event", config_.warmup, config_.screen_factor,
       config_.min_samples, config_.budget_ms, kSampleSeconds * 1e6, cold ? "cold" : "warm", bench.set_count(),
       static_cast<double>(bench.total_bytes()) / (1 << 20),
-      static_cast<double>(device_.last_level_cache_bytes()) / (1 << 20));
+      static_cast<double>(device.last_level_cache_bytes()) / (1 << 20));
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return result;
 }

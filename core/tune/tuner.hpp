@@ -17,6 +17,7 @@
 #include "plugin/kernel_registry.hpp"
 #include "tune/verification_gate.hpp"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,17 +61,18 @@ struct TuneResult {
 
 class Tuner {
  public:
-  Tuner(Device& device, const KernelRegistry& registry, VerificationGate& gate, const TuneConfig& config);
+  Tuner(const Devices& devices, const KernelRegistry& registry, VerificationGate& gate, const TuneConfig& config);
+  // Throws Failure(ARB_ERR_UNSUPPORTED) if the problem's device is not available.
   TuneResult tune(const arb_problem& problem, const KernelRecord* incumbent);
 
  private:
-  double copy_bandwidth();  // bytes per second, measured once past the cache
+  double copy_bandwidth(Device& device);  // bytes per second, measured once per device past the cache
 
-  Device& device_;
+  const Devices& devices_;
   const KernelRegistry& registry_;
   VerificationGate& gate_;
   TuneConfig config_;
-  double copy_bandwidth_ = 0;
+  std::map<const Device*, double> copy_bandwidth_;
 };
 
 }  // namespace arbiter

@@ -1,13 +1,14 @@
 #include "tune/verification_gate.hpp"
 
+#include "common/failure.hpp"
 #include "common/log.hpp"
 #include "common/names.hpp"
 #include "dispatch/problem.hpp"
 
 namespace arbiter {
 
-VerificationGate::VerificationGate(Device& device, const KernelRegistry& registry, const VerifyConfig& config)
-    : device_(device), registry_(registry), config_(config) {}
+VerificationGate::VerificationGate(const Devices& devices, const KernelRegistry& registry, const VerifyConfig& config)
+    : devices_(devices), registry_(registry), config_(config) {}
 
 bool VerificationGate::gated(const KernelRecord& kernel) const {
   if (kernel.provenance == ARB_PROVENANCE_REFERENCE) return false;  // the oracle itself
@@ -44,7 +45,12 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
     v.failed_checks.push_back("no_reference");
     v.detail = "no_reference: the reference plugin is not loaded, so nothing can be verified";
   } else {
-    v = verify_kernel(device_, kernel, *reference, problem, options);
+    try {
+      v = verify_kernel(devices_.of(problem.device_type), kernel, *reference, problem, options);
+    } catch (const Failure& f) {  // no such device here
+      v.failed_checks.push_back("no_device");
+      v.detail = std::string("no_device: ") + f.what();
+    }
   }
   if (!v.passed)
     logger().warn("kernel {} failed verification for {}: {}", kernel.name, problem_class_key(problem), v.detail);

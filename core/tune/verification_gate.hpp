@@ -19,7 +19,7 @@ namespace arbiter {
 
 class VerificationGate {
  public:
-  VerificationGate(Device& device, const KernelRegistry& registry, const VerifyConfig& config);
+  VerificationGate(const Devices& devices, const KernelRegistry& registry, const VerifyConfig& config);
 
   // May `kernel` run `problem`? Verifies on first need unless `may_run` is false (explain),
   // in which case an unknown verdict counts as "not yet" and `why` says so.
@@ -38,7 +38,7 @@ class VerificationGate {
   bool gated(const KernelRecord& kernel) const;
 
  private:
-  Device& device_;
+  const Devices& devices_;
   const KernelRegistry& registry_;
   VerifyConfig config_;
   Verdict run(const KernelRecord& kernel, const arb_problem& problem, const VerifyOptions& options);
