@@ -40,7 +40,7 @@ TEST_CASE("config priorities reorder plugins") {
   CHECK(test::plugin_named(*context, "reference")->own_priority == 0);
 }
 
-TEST_CASE("overrides: first match wins; a missing or refusing kernel is skipped and explained") {
+TEST_CASE("overrides: first match wins, a missing or refusing kernel is skipped and explained") {
   const auto context = shipped(R"(
 [[dispatch.override]]
 op = "gemm"
@@ -82,7 +82,7 @@ TEST_CASE("an override naming a kernel of another op is skipped, never launched"
   CHECK(report.find("kernel computes softmax, not gemm; rule skipped") != std::string::npos);
 }
 
-TEST_CASE("on_miss = error: only overrides decide; a miss is ARB_ERR_UNSUPPORTED") {
+TEST_CASE("on_miss = error: only overrides decide, a miss is ARB_ERR_UNSUPPORTED") {
   const auto context = shipped(R"(
 [dispatch]
 on_miss = "error"
@@ -108,7 +108,7 @@ TEST_CASE("no kernel for a device: a CUDA problem on a CPU-only build is unsuppo
   CHECK(report.find("cpu.softmax (plugin priority 100, kernel priority 0): runs on cpu") != std::string::npos);
 }
 
-TEST_CASE("the selection cache remembers choices; a hit returns the same selection") {
+TEST_CASE("the selection cache remembers choices, a hit returns the same selection") {
   const auto context = shipped();
   Dispatcher& dispatcher = context->dispatcher();
   const size_t before = dispatcher.cached_selections();

@@ -157,7 +157,7 @@ TEST_CASE("NVRTC compiles every shipped kernel for sm_90a and sm_80, and caches 
   CHECK(arch_for(8, 6) == "sm_86");
 }
 
-TEST_CASE("the CUDA cheating gallery compiles; a broken kernel reports NVRTC's log") {
+TEST_CASE("the CUDA cheating gallery compiles, a broken kernel reports NVRTC's log") {
   for (const auto& entry : fs::directory_iterator(kCheaters)) {
     if (entry.path().extension() != ".toml") continue;
     CAPTURE(entry.path().string());

@@ -195,7 +195,7 @@ TEST_CASE("table: stale validators and other devices are ignored, with reasons")
   CHECK(gone.find("kernel gone.softmax is not loaded") != std::string::npos);
 }
 
-TEST_CASE("table: tune-missing tunes and writes at once; replay then uses the entry") {
+TEST_CASE("table: tune-missing tunes and writes at once, replay then uses the entry") {
   TempDir dir;
   const std::string path = dir.file("sub/table.toml");  // the folder is created
   const std::string extra = "[table]\npath = \"" + path + "\"\n";
@@ -283,7 +283,7 @@ TEST_CASE("table: a writer killed with SIGKILL mid-write leaves a parseable tabl
   CHECK(fs::exists(path));
 }
 
-TEST_CASE("table: merge never compares times of different plugin builds; the newer measurement wins") {
+TEST_CASE("table: merge never compares times of different plugin builds, the newer measurement wins") {
   const DeviceFingerprint d = test_device();
   TuningTable mine, theirs;
   TableEntry old_build = sample_entry("p", "cpu.a", 1.0, d);  // fast, but measured on old code

@@ -79,7 +79,7 @@ TEST_CASE("honest kernels pass, verdicts are kept per kernel and problem class")
   CHECK_FALSE(context->gate().known_verdict(fast, parse_problem("softmax f32 rows=9 cols=3").problem).has_value());
 }
 
-TEST_CASE("AI-generated kernels are always gated; dispatch never runs a cheater") {
+TEST_CASE("AI-generated kernels are always gated, and dispatch never runs a cheater") {
   const auto context = with_cheaters("[plugins.priority]\ncheaters = 1000\n[verify]\nallow_unverified = true\n");
   const KernelRecord& racy = *context->registry().find("cheaters.racy");
   CHECK(racy.provenance == ARB_PROVENANCE_AI_GENERATED);

@@ -63,6 +63,7 @@ struct TableConfig {
 
 struct VerifyConfig {
   bool allow_unverified = false;  // dispatch kernels without a verdict (never AI-generated ones)
+  bool allow_tf32 = false;        // admit TF32 kernels for f32 problems (at a TF32 tolerance)
   int trials = 3;
 };
 

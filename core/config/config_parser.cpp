@@ -147,6 +147,7 @@ void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
   if (table == nullptr) return;
   Section s(*table, "verify", source, ARB_ERR_CONFIG);
   if (auto v = s.boolean("allow_unverified")) out.allow_unverified = *v;
+  if (auto v = s.boolean("allow_tf32")) out.allow_tf32 = *v;
   if (auto v = s.integer("trials")) {
     if (*v < 3 || *v > 100) s.error(*s.find("trials"), "'verify.trials' must be from 3 to 100");
     out.trials = static_cast<int>(*v);

@@ -41,10 +41,11 @@ Dispatcher::Dispatcher(const KernelRegistry& registry, const DispatchConfig& con
     : registry_(registry), config_(config), services_(std::move(services)) {}
 
 bool Dispatcher::admitted(const KernelRecord& kernel, const arb_problem& problem, Mode mode, std::string* note) {
-  if (services_.gate == nullptr || !services_.gate->gated(kernel)) return true;
+  if (services_.gate == nullptr) return true;
   std::string why;
   if (services_.gate->admits(kernel, problem, mode == Mode::dispatch, &why)) return true;
-  if (mode == Mode::explain && !services_.gate->known_verdict(kernel, problem)) {
+  if (mode == Mode::explain && services_.gate->gated(kernel) && !services_.gate->tf32_refused(kernel, problem) &&
+      !services_.gate->known_verdict(kernel, problem)) {
     if (note) *note = " (verification pending: runs on first use)";
     return true;
   }

@@ -11,6 +11,8 @@ namespace arbiter {
 // The largest relative norm error accepted for a dtype: a few units of its rounding
 // error, since both sides round their result to the dtype once.
 double tolerance_for(int32_t dtype);
+// For f32 computed with TF32 tensor-core math (kernels flagged ARB_KERNEL_FLAG_TF32).
+constexpr double kTf32Tolerance = 5e-3;
 
 struct Comparison {
   double error = 0.0;       // the worst relative norm error over the outputs

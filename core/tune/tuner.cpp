@@ -138,6 +138,8 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
     std::string why;
     if (!kernel_supports(*kernel, problem, &why)) {
       c.status = "refused: " + why;
+    } else if (gate_.tf32_refused(*kernel, problem)) {
+      c.status = "refused: a TF32 kernel (verify.allow_tf32 is false)";
     } else if (gate_.gated(*kernel)) {
       c.verdict = gate_.verdict(*kernel, problem);
       c.status = c.verdict.passed ? "verified" : "verification " + c.verdict.summary();

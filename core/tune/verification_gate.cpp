@@ -4,6 +4,7 @@
 #include "common/log.hpp"
 #include "common/names.hpp"
 #include "dispatch/problem.hpp"
+#include "tune/accuracy.hpp"
 
 namespace arbiter {
 
@@ -31,15 +32,21 @@ void VerificationGate::remember(const KernelRecord& kernel, const arb_problem& p
 Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh) {
   if (!fresh)
     if (auto known = known_verdict(kernel, problem)) return *known;
-  return run(kernel, problem, VerifyOptions{config_.trials, 0, false});
+  return run(kernel, problem, VerifyOptions{config_.trials, 0, false, 0});
 }
 
 Verdict VerificationGate::reverify(const KernelRecord& kernel, const arb_problem& problem) {
-  return run(kernel, problem, VerifyOptions{config_.trials, 0x5eed5eedu, true});
+  return run(kernel, problem, VerifyOptions{config_.trials, 0x5eed5eedu, true, 0});
 }
 
-Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& problem, const VerifyOptions& options) {
+Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options) {
   Verdict v;
+  if (tf32_refused(kernel, problem)) {  // not remembered: a config change admits it
+    v.failed_checks.push_back("tf32_not_allowed");
+    v.detail = "tf32_not_allowed: a TF32 kernel for an f32 problem needs verify.allow_tf32 = true";
+    return v;
+  }
+  if ((kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32) options.tolerance = kTf32Tolerance;
   const KernelRecord* reference = registry_.find("reference." + std::string(op_name(problem.op)));
   if (reference == nullptr) {
     v.failed_checks.push_back("no_reference");
@@ -58,7 +65,15 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
   return v;
 }
 
+bool VerificationGate::tf32_refused(const KernelRecord& kernel, const arb_problem& problem) const {
+  return (kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32 && !config_.allow_tf32;
+}
+
 bool VerificationGate::admits(const KernelRecord& kernel, const arb_problem& problem, bool may_run, std::string* why) {
+  if (tf32_refused(kernel, problem)) {
+    if (why) *why = "a TF32 kernel: needs verify.allow_tf32 = true for f32 problems";
+    return false;
+  }
   if (!gated(kernel)) return true;
   std::optional<Verdict> v = known_verdict(kernel, problem);
   if (!v) {

@@ -36,12 +36,14 @@ class VerificationGate {
 
   // Does this kernel need a verdict at all?
   bool gated(const KernelRecord& kernel) const;
+  // A TF32 kernel asked to run an f32 problem without verify.allow_tf32.
+  bool tf32_refused(const KernelRecord& kernel, const arb_problem& problem) const;
 
  private:
   const Devices& devices_;
   const KernelRegistry& registry_;
   VerifyConfig config_;
-  Verdict run(const KernelRecord& kernel, const arb_problem& problem, const VerifyOptions& options);
+  Verdict run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options);
 
   mutable std::mutex mutex_;
   std::map<std::string, Verdict> verdicts_;

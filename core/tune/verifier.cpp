@@ -175,7 +175,8 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
                                 (affordable ? "" : ", and the problem itself is too large for the fp64 reference"));
     return verdict;
   }
-  const Run run{kernel, reference, device, checks, tolerance_for(problem.dtype)};
+  const Run run{kernel, reference, device, checks,
+                options.tolerance > 0 ? options.tolerance : tolerance_for(problem.dtype)};
   const bool deterministic = (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) == 0;
   // Every run's buffers stay allocated until the end, so each run gets new addresses (a
   // freed block could come back at the same address and hide a cache keyed by pointer).

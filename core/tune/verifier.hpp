@@ -36,6 +36,7 @@ struct VerifyOptions {
   int trials = 3;            // DESIGN.md asks for at least three
   uint64_t seed = 0;         // varies every input; a re-verification uses another
   bool full_problem = false; // also run the problem at full size (if the reference can afford it)
+  double tolerance = 0;      // relative norm error accepted; 0: the dtype's (tolerance_for)
 };
 
 // Verifies `kernel` on the class of `problem` against `reference` (the reference plugin's

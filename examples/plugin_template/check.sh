@@ -51,8 +51,9 @@ cp "$work/template-build/arbiter_template.so" "$work/plugins/"
 if command -v nm >/dev/null && command -v readelf >/dev/null; then
   exported=$(nm -D --defined-only "$work/plugins/arbiter_template.so" | awk '{print $3}')
   [[ $exported == arbiter_plugin_entry ]] || fail "the plugin exports more than arbiter_plugin_entry: $exported"
-  ! readelf -d "$work/plugins/arbiter_template.so" | grep -q 'NEEDED.*libarbiter' ||
-    fail "the plugin links libarbiter"
+  # (output captured first: `grep -q` closing a pipe early would fail it under pipefail)
+  needed=$(readelf -d "$work/plugins/arbiter_template.so")
+  ! grep -q 'NEEDED.*libarbiter' <<<"$needed" || fail "the plugin links libarbiter"
   echo "arbiter_template.so exports only arbiter_plugin_entry and does not link libarbiter"
 fi
 
@@ -93,7 +94,8 @@ grep -qF "  $moved/" "$work/plugins-moved.txt" || fail "the moved arbiter loads 
 # libarbiter too: the old rpath is gone, so the library comes from the moved prefix and
 # must find its plugins next to itself (the gemm needs one).
 export LD_LIBRARY_PATH=$moved/${libdir#"$prefix"/}
-ldd "$work/bin/c_gemm_rmsnorm" | grep -qF "$LD_LIBRARY_PATH/libarbiter.so" ||
+resolved=$(ldd "$work/bin/c_gemm_rmsnorm")
+grep -qF "$LD_LIBRARY_PATH/libarbiter.so" <<<"$resolved" ||
   fail "the C example does not resolve libarbiter from the moved prefix"
 "$work/bin/c_gemm_rmsnorm" >"$work/c-moved.txt" ||
   { cat "$work/c-moved.txt" >&2; fail "the C example against the moved install"; }

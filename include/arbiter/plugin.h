@@ -83,6 +83,10 @@ typedef struct arb_operands {
 
 /* Kernel flags */
 #define ARB_KERNEL_FLAG_NONDETERMINISTIC 0x1u /* reruns may differ in the last bits */
+/* f32 problems computed with TF32 tensor-core math (10-bit mantissa products): a declared
+ * loss of precision. Such a kernel is admitted only with verify.allow_tf32, and verified
+ * against a TF32 tolerance. */
+#define ARB_KERNEL_FLAG_TF32 0x2u
 
 /* Returns 1 if the kernel can run `problem`, else 0 and (if why != NULL) a reason. */
 typedef int32_t (*arb_supports_fn)(void* kernel_ctx, const arb_problem* problem, char* why,

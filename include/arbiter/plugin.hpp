@@ -127,6 +127,7 @@ class Kernel {
   Kernel& priority(int32_t priority) { c_.priority = priority; return *this; }
   Kernel& provenance(arb_provenance provenance) { c_.provenance = provenance; return *this; }
   Kernel& nondeterministic() { c_.flags |= ARB_KERNEL_FLAG_NONDETERMINISTIC; return *this; }
+  Kernel& tf32() { c_.flags |= ARB_KERNEL_FLAG_TF32; return *this; }
 
  private:
   friend class Plugin;

@@ -1,0 +1,250 @@
+// The cublaslt plugin: the vendor fallback on CUDA. Its kernels are
+//   heuristic         cuBLASLt's own first choice for each problem (the baseline to beat);
+//   heuristic_tf32    the same for f32 on TF32 tensor cores (flagged: a declared option);
+//   algo=...,tile=... one algorithm configuration each, named by its attributes, collected
+//                     at load from cuBLASLt's heuristics over representative LLM shapes;
+//                     the tuner times them per problem like any other kernel.
+// Descriptors are initialised in caller memory and workspace comes from the host, so a
+// launch allocates nothing; each thread has its own cuBLASLt handle.
+#include <arbiter/plugin.hpp>
+
+#include "algo_config.hpp"
+#include "lt_problem.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using arbiter::cublaslt::AlgoConfig;
+using arbiter::cublaslt::describe;
+using arbiter::cublaslt::LtProblem;
+using arbiter::cublaslt::status_name;
+using arbiter::plugin::Error;
+using arbiter::plugin::Launch;
+using arbiter::plugin::Why;
+
+constexpr size_t kMaxWorkspace = size_t(64) << 20;
+constexpr size_t kMaxConfigs = 64;
+
+// One handle per thread, made on first use and kept for the life of the process (a
+// trivially destructible thread_local: nothing runs at thread exit after an unload).
+cublasLtHandle_t handle() {
+  thread_local cublasLtHandle_t h = nullptr;
+  if (h == nullptr) {
+    const cublasStatus_t s = cublasLtCreate(&h);
+    if (s != CUBLAS_STATUS_SUCCESS) throw Error(ARB_ERR_KERNEL, std::string("cublasLtCreate: ") + status_name(s));
+  }
+  return h;
+}
+
+// Heuristic preferences: the workspace cap and the problem's alignment.
+void prefer(cublasLtMatmulPreferenceOpaque_t& storage, const arb_problem& p) {
+  cublasLtMatmulPreference_t pref = &storage;
+  cublasLtMatmulPreferenceInit(pref);
+  const uint64_t cap = kMaxWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap, sizeof cap);
+  const uint32_t alignment = static_cast<uint32_t>(p.alignment);
+  for (auto attribute : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attribute, &alignment, sizeof alignment);
+}
+
+// cuBLASLt's first choice for a problem, remembered per problem (the same algorithm for
+// workspace_size and every launch).
+struct Choice {
+  bool ok = false;
+  std::string why;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+};
+
+class HeuristicChoices {
+ public:
+  Choice get(const arb_problem& p, bool tf32) {
+    std::string key(reinterpret_cast<const char*>(&p), sizeof p);
+    key += tf32 ? 'T' : 'F';
+    {
+      std::shared_lock<std::shared_mutex> lock(mutex_);
+      if (auto it = choices_.find(key); it != choices_.end()) return it->second;
+    }
+    Choice c;
+    LtProblem lt;
+    if (describe(p, tf32, nullptr, lt, &c.why)) {
+      cublasLtMatmulPreferenceOpaque_t pref;
+      prefer(pref, p);
+      cublasLtMatmulHeuristicResult_t result{};
+      int count = 0;
+      const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle(), lt.desc(), lt.a(), lt.b(), lt.c(), lt.d(), &pref,
+                                                              1, &result, &count);
+      if (s != CUBLAS_STATUS_SUCCESS || count == 0) {
+        c.why = std::string("no cuBLASLt algorithm: ") + status_name(s);
+      } else {
+        c.ok = true;
+        c.algo = result.algo;
+        c.workspace = result.workspaceSize;
+      }
+    }
+    std::unique_lock<std::shared_mutex> lock(mutex_);
+    return choices_.emplace(key, c).first->second;
+  }
+
+ private:
+  std::shared_mutex mutex_;
+  std::map<std::string, Choice> choices_;
+};
+
+HeuristicChoices& choices() {
+  static HeuristicChoices instance;
+  return instance;
+}
+
+// A configuration checked against one problem: the algorithm and its workspace.
+Choice check_config(const AlgoConfig& config, const arb_problem& p) {
+  Choice c;
+  LtProblem lt;
+  if (!describe(p, false, nullptr, lt, &c.why)) return c;
+  if (!config.make(handle(), lt, c.algo)) {
+    c.why = "cuBLASLt refuses these attributes for these types";
+    return c;
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  const cublasStatus_t s = cublasLtMatmulAlgoCheck(handle(), lt.desc(), lt.a(), lt.b(), lt.c(), lt.d(), &c.algo, &result);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    c.why = std::string("cublasLtMatmulAlgoCheck: ") + status_name(s);
+    return c;
+  }
+  if (result.workspaceSize > kMaxWorkspace) {
+    c.why = "needs more than 64 MiB of workspace";
+    return c;
+  }
+  c.ok = true;
+  c.workspace = result.workspaceSize;
+  return c;
+}
+
+void matmul(const Launch& l, const cublasLtMatmulAlgo_t& algo, bool tf32) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  LtProblem lt;
+  std::string why;
+  if (!describe(p, tf32, o.bias, lt, &why)) throw Error(ARB_ERR_UNSUPPORTED, why);
+  const float alpha = o.alpha, beta = p.has_c ? o.beta : 0.0f;
+  const void* c = p.has_c ? o.c : o.d;
+  // Our B is cuBLASLt's A, our A its B (lt_problem.hpp).
+  const cublasStatus_t s = cublasLtMatmul(handle(), lt.desc(), &alpha, o.b, lt.a(), o.a, lt.b(), &beta, c, lt.c(), o.d,
+                                          lt.d(), &algo, l.workspace, l.workspace_bytes, static_cast<cudaStream_t>(l.stream));
+  if (s != CUBLAS_STATUS_SUCCESS) throw Error(ARB_ERR_KERNEL, std::string("cublasLtMatmul: ") + status_name(s));
+}
+
+// Algorithm configurations worth timing: cuBLASLt's top choices over representative
+// decode and prefill shapes of LLM projections, every dtype and transpose.
+std::vector<AlgoConfig> collect_configs() {
+  std::map<AlgoConfig, int> seen;
+  for (int32_t dtype : {ARB_DTYPE_F32, ARB_DTYPE_F16, ARB_DTYPE_BF16}) {
+    for (auto [ta, tb] : {std::pair{0, 0}, std::pair{0, 1}, std::pair{1, 0}}) {
+      for (int64_t m : {1, 16, 64, 512, 4096}) {
+        for (auto [n, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {14336, 4096}, {4096, 14336}}) {
+          arb_problem p{};
+          p.struct_size = sizeof p;
+          p.op = ARB_OP_GEMM;
+          p.dtype = dtype;
+          p.device_type = kDLCUDA;
+          p.alignment = 256;
+          p.m = m;
+          p.n = n;
+          p.k = k;
+          p.batch = 1;
+          p.trans_a = ta;
+          p.trans_b = tb;
+          p.lda = ta ? m : k;
+          p.ldb = tb ? k : n;
+          p.ldd = n;
+          LtProblem lt;
+          if (!describe(p, false, nullptr, lt, nullptr)) continue;
+          cublasLtMatmulPreferenceOpaque_t pref;
+          prefer(pref, p);
+          cublasLtMatmulHeuristicResult_t results[8]{};
+          int count = 0;
+          if (cublasLtMatmulAlgoGetHeuristic(handle(), lt.desc(), lt.a(), lt.b(), lt.c(), lt.d(), &pref, 8, results,
+                                             &count) != CUBLAS_STATUS_SUCCESS)
+            continue;
+          for (int i = 0; i < count; ++i)
+            if (results[i].state == CUBLAS_STATUS_SUCCESS) ++seen[AlgoConfig::from(results[i].algo)];
+        }
+      }
+    }
+  }
+  std::vector<std::pair<int, AlgoConfig>> ranked;  // most often proposed first, then by attributes
+  for (const auto& [config, count] : seen) ranked.push_back({-count, config});
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second;
+  });
+  std::vector<AlgoConfig> configs;
+  for (size_t i = 0; i < ranked.size() && i < kMaxConfigs; ++i) configs.push_back(ranked[i].second);
+  return configs;
+}
+
+arbiter::plugin::Plugin make() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0)
+    throw Error(ARB_ERR_UNSUPPORTED, std::string("no CUDA device: cudaGetDeviceCount: ") +
+                                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
+  const size_t version = cublasLtGetVersion();
+  arbiter::plugin::Plugin plugin("cublaslt", "1.0.0");
+  plugin.provenance(ARB_PROVENANCE_VENDOR)
+      .priority(40)
+      .runtime_version("cuBLASLt " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+                       std::to_string(version % 100))
+      .description("NVIDIA cuBLASLt: its heuristic's choice, and algorithm configurations to tune among");
+
+  auto heuristic_kernel = [](const char* name, bool tf32) {
+    arbiter::plugin::Kernel k(name, ARB_OP_GEMM, kDLCUDA);
+    k.priority(tf32 ? 0 : 1)
+        .supports([tf32](const arb_problem& p, Why& why) {
+          const Choice c = choices().get(p, tf32);
+          return c.ok ? true : why.no("%s", c.why.c_str());
+        })
+        .workspace([tf32](const arb_problem& p) { return choices().get(p, tf32).workspace; })
+        .launch([tf32](const Launch& l) {
+          const Choice c = choices().get(l.problem, tf32);
+          if (!c.ok) throw Error(ARB_ERR_UNSUPPORTED, c.why);
+          if (l.workspace_bytes < c.workspace) throw Error(ARB_ERR_KERNEL, "workspace smaller than asked for");
+          matmul(l, c.algo, tf32);
+        });
+    if (tf32) k.tf32();
+    return k;
+  };
+  plugin.kernel(heuristic_kernel("heuristic", false));
+  plugin.kernel(heuristic_kernel("heuristic_tf32", true));
+
+  for (const AlgoConfig& config : collect_configs()) {
+    arbiter::plugin::Kernel k(config.name(), ARB_OP_GEMM, kDLCUDA);
+    k.supports([config](const arb_problem& p, Why& why) {
+       const Choice c = check_config(config, p);
+       return c.ok ? true : why.no("%s", c.why.c_str());
+     })
+        .workspace([config](const arb_problem& p) { return check_config(config, p).workspace; })
+        .launch([config](const Launch& l) {
+          const Choice c = check_config(config, l.problem);
+          if (!c.ok) throw Error(ARB_ERR_UNSUPPORTED, c.why);
+          matmul(l, c.algo, false);
+        });
+    if (!config.deterministic()) k.nondeterministic();
+    plugin.kernel(std::move(k));
+  }
+  return plugin;
+}
+
+}  // namespace
+
+ARBITER_PLUGIN(make())
