@@ -1,6 +1,7 @@
 #include "table/tuning_table.hpp"
 
 #include "common/failure.hpp"
+#include "common/quoted.hpp"
 #include "config/toml_section.hpp"
 
 #include <fmt/format.h>
@@ -53,26 +54,6 @@ DeviceFingerprint read_device(const toml::table& table, const std::string& id, c
   return d;
 }
 
-// TOML basic strings: quotes, backslashes and control characters escaped.
-std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<int>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace
 

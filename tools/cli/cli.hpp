@@ -38,5 +38,6 @@ int command_run(const Arguments& args);
 int command_verify(const Arguments& args);
 int command_tune(const Arguments& args);
 int command_table(const Arguments& args);
+int command_try(const Arguments& args);
 
 }  // namespace arbiter::cli

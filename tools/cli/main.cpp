@@ -43,14 +43,27 @@ std::unique_ptr<Context> make_context(const Arguments& args) {
 }
 
 std::vector<SuiteProblem> problems_from(const Arguments& args, const char* command) {
-  if (const std::string suite = args.option("suite"); !suite.empty()) return load_suite(suite).problems;
-  if (args.positional.empty())
-    fail(ARB_ERR_INVALID_ARGUMENT, std::string(command) + " needs a problem or --suite=FILE");
-  SuiteProblem one;
-  one.text = joined(args.positional);
-  one.parsed = parse_problem(one.text);
-  one.origin = "the command line";
-  return {one};
+  std::vector<SuiteProblem> problems;
+  if (const std::string suite = args.option("suite"); !suite.empty()) {
+    problems = load_suite(suite).problems;
+  } else {
+    if (args.positional.empty())
+      fail(ARB_ERR_INVALID_ARGUMENT, std::string(command) + " needs a problem or --suite=FILE");
+    SuiteProblem one;
+    one.text = joined(args.positional);
+    one.parsed = parse_problem(one.text);
+    one.origin = "the command line";
+    problems.push_back(one);
+  }
+  // --device=cuda (or cuda:N, cpu) moves every problem to that device: suites are written
+  // for no device in particular.
+  if (const std::string device = args.option("device"); !device.empty()) {
+    for (SuiteProblem& p : problems) {
+      p.text += " device=" + device;
+      p.parsed = parse_problem(p.text);
+    }
+  }
+  return problems;
 }
 
 std::string joined(const std::vector<std::string>& words) {
@@ -70,10 +83,10 @@ commands:
   explain <problem>       which kernel a problem goes to, and why
   run <problem>           run a problem on random data through dispatch, check it against the
                           reference, print the time   [--kernel=PLUGIN.KERNEL] [--samples=N] [--seed=N]
-  verify <problem | --suite=FILE>
+  verify <problem | --suite=FILE> [--device=cuda]
                           the verification gate's verdict for every kernel, failed checks named
                           [--plugin=NAME] [--kernel=PLUGIN.KERNEL]
-  tune <problem | --suite=FILE>
+  tune <problem | --suite=FILE> [--device=cuda]
                           verify and time every candidate of every problem, keep the fastest by more
                           than the noise, write the table as results arrive
                           [--table=PATH] [--budget-ms=N]
@@ -82,6 +95,8 @@ commands:
   table merge OUT IN...   merge tables into OUT: per problem and device the faster entry by more
                           than the noise
   table prune [PATH]      remove the entries that are stale on this machine
+  try <manifest.toml>     compile one generated kernel (NVRTC), verify it and time it against the
+                          current winners on the shapes it claims; prints JSON   [--arch=sm_XY]
   version                 library and ABI versions
 
 A problem is written as in docs/problem-syntax.md, for example
@@ -93,7 +108,8 @@ Without --config the embedded default configuration (configs/default.toml) is us
 
 // Options with a separate value word ("--config FILE", "--kernel NAME").
 bool takes_value(const std::string& word) {
-  for (const char* name : {"--config", "--kernel", "--samples", "--seed", "--suite", "--table", "--plugin", "--budget-ms"})
+  for (const char* name : {"--config", "--kernel", "--samples", "--seed", "--suite", "--table", "--plugin", "--budget-ms",
+                           "--arch", "--device"})
     if (word == name) return true;
   return false;
 }
@@ -131,6 +147,7 @@ int main(int argc, char** argv) {
     if (command == "verify") return command_verify(args);
     if (command == "tune") return command_tune(args);
     if (command == "table") return command_table(args);
+    if (command == "try") return command_try(args);
     if (command == "version") {
       const uint32_t abi = arb_abi_version();
       std::printf("arbiter %s, application ABI %u.%u, plugin ABI %d.%d\n", arb_library_version(), abi >> 16,

@@ -1,0 +1,40 @@
+# `arbiter try` without a GPU: a good manifest compiles (exit 0) and says that verification
+# and timing could not run; a kernel that does not compile exits 5 with NVRTC's log.
+# Usage: cmake -DARBITER=<arbiter program> -DGOOD=<manifest> -DBROKEN=<manifest> -P ...
+function(run_try manifest expected_rc)
+  execute_process(COMMAND "${ARBITER}" try "${manifest}" --arch=sm_90a
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL expected_rc)
+    message(FATAL_ERROR "arbiter try ${manifest}: exit ${rc}, expected ${expected_rc}\n${out}\n${err}")
+  endif()
+  set(try_output "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect text pattern)
+  if(NOT text MATCHES "${pattern}")
+    message(FATAL_ERROR "expected /${pattern}/ in:\n${text}")
+  endif()
+endfunction()
+
+run_try("${GOOD}" 0)
+string(JSON compiled GET "${try_output}" compiled)
+expect("${compiled}" "^ON$")
+string(JSON cubin GET "${try_output}" compile dtypes f32 cubin_bytes)
+if(cubin LESS 1000)
+  message(FATAL_ERROR "implausibly small cubin (${cubin} bytes)")
+endif()
+string(JSON device GET "${try_output}" device)
+if(device MATCHES "^no CUDA device")
+  string(JSON verification GET "${try_output}" verification)
+  expect("${verification}" "not run: no CUDA device")
+else()  # on a GPU machine the shipped kernel must pass the gate
+  string(JSON verified GET "${try_output}" verified)
+  expect("${verified}" "^ON$")
+endif()
+
+run_try("${BROKEN}" 5)
+string(JSON compiled GET "${try_output}" compiled)
+expect("${compiled}" "^OFF$")
+string(JSON log GET "${try_output}" compile dtypes f32 nvrtc_log)
+expect("${log}" "identifier \"undefined_name\" is undefined")
+message(STATUS "arbiter try: compiles, reports NVRTC's log, says what could not run")
