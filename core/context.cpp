@@ -93,7 +93,7 @@ void Context::run_kernel(const KernelRecord& kernel, const arb_problem& problem,
   size_t bytes = 0;
   if (kernel.abi.workspace_size != nullptr && kernel.abi.workspace_size(kernel.abi.ctx, &problem, &bytes) != ARB_OK)
     fail(ARB_ERR_KERNEL, "kernel " + kernel.name + " could not size its workspace");
-  launch(kernel, problem, operands, workspace_.host(bytes), bytes, stream);
+  launch(kernel, problem, operands, workspace(problem, bytes, stream), bytes, stream);
 }
 
 }  // namespace arbiter

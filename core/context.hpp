@@ -43,10 +43,8 @@ class Context {
   // The hot path: select (cached) and launch. Throws Failure.
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
     const Selection& selection = dispatcher_.select(problem);
-    void* workspace = problem.device_type == kDLCPU
-                          ? workspace_.host(selection.workspace_bytes)
-                          : workspace_.device(devices_.of(problem.device_type), selection.workspace_bytes, stream);
-    launch(*selection.kernel, problem, operands, workspace, selection.workspace_bytes, stream);
+    launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
+           selection.workspace_bytes, stream);
   }
 
   // Runs one given kernel, bypassing dispatch (tests, the CLI, verification). Checks
@@ -54,6 +52,11 @@ class Context {
   void run_kernel(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands, void* stream);
 
  private:
+  // Host memory for CPU kernels; for a GPU, device memory private to this thread and stream.
+  void* workspace(const arb_problem& problem, size_t bytes, void* stream) {
+    return problem.device_type == kDLCPU ? workspace_.host(bytes)
+                                         : workspace_.device(devices_.of(problem.device_type), bytes, stream);
+  }
   static void launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
                      void* workspace, size_t workspace_bytes, void* stream);
   DispatchServices services(std::function<void(const arb_problem&, const TuneResult&)> on_tuned);

@@ -14,8 +14,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <shared_mutex>
@@ -58,8 +60,7 @@ void prefer(cublasLtMatmulPreferenceOpaque_t& storage, const arb_problem& p) {
     cublasLtMatmulPreferenceSetAttribute(pref, attribute, &alignment, sizeof alignment);
 }
 
-// cuBLASLt's first choice for a problem, remembered per problem (the same algorithm for
-// workspace_size and every launch).
+// What a kernel runs for one problem: the algorithm and its workspace, or why it cannot.
 struct Choice {
   bool ok = false;
   std::string why;
@@ -67,44 +68,49 @@ struct Choice {
   size_t workspace = 0;
 };
 
-class HeuristicChoices {
+// Choices remembered per problem: cuBLASLt's heuristic query and AlgoCheck cost
+// microseconds, so supports() answers once and workspace_size() and every launch replay it
+// (the same algorithm each time). A lookup allocates nothing and shares a reader lock.
+class ChoiceCache {
  public:
-  Choice get(const arb_problem& p, bool tf32) {
-    std::string key(reinterpret_cast<const char*>(&p), sizeof p);
-    key += tf32 ? 'T' : 'F';
+  template <typename Compute>
+  Choice get(const arb_problem& p, Compute&& compute) {
+    Key key;
+    std::memcpy(key.data(), &p, sizeof p);
     {
       std::shared_lock<std::shared_mutex> lock(mutex_);
       if (auto it = choices_.find(key); it != choices_.end()) return it->second;
     }
-    Choice c;
-    LtProblem lt;
-    if (describe(p, tf32, nullptr, lt, &c.why)) {
-      cublasLtMatmulPreferenceOpaque_t pref;
-      prefer(pref, p);
-      cublasLtMatmulHeuristicResult_t result{};
-      int count = 0;
-      const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle(), lt.desc(), lt.a(), lt.b(), lt.c(), lt.d(), &pref,
-                                                              1, &result, &count);
-      if (s != CUBLAS_STATUS_SUCCESS || count == 0) {
-        c.why = std::string("no cuBLASLt algorithm: ") + status_name(s);
-      } else {
-        c.ok = true;
-        c.algo = result.algo;
-        c.workspace = result.workspaceSize;
-      }
-    }
+    Choice c = compute(p);
     std::unique_lock<std::shared_mutex> lock(mutex_);
-    return choices_.emplace(key, c).first->second;
+    return choices_.emplace(key, std::move(c)).first->second;
   }
 
  private:
+  using Key = std::array<unsigned char, sizeof(arb_problem)>;
   std::shared_mutex mutex_;
-  std::map<std::string, Choice> choices_;
+  std::map<Key, Choice> choices_;
 };
 
-HeuristicChoices& choices() {
-  static HeuristicChoices instance;
-  return instance;
+// cuBLASLt's first choice for a problem.
+Choice heuristic_choice(const arb_problem& p, bool tf32) {
+  Choice c;
+  LtProblem lt;
+  if (!describe(p, tf32, nullptr, lt, &c.why)) return c;
+  cublasLtMatmulPreferenceOpaque_t pref;
+  prefer(pref, p);
+  cublasLtMatmulHeuristicResult_t result{};
+  int count = 0;
+  const cublasStatus_t s =
+      cublasLtMatmulAlgoGetHeuristic(handle(), lt.desc(), lt.a(), lt.b(), lt.c(), lt.d(), &pref, 1, &result, &count);
+  if (s != CUBLAS_STATUS_SUCCESS || count == 0) {
+    c.why = std::string("no cuBLASLt algorithm: ") + status_name(s);
+    return c;
+  }
+  c.ok = true;
+  c.algo = result.algo;
+  c.workspace = result.workspaceSize;
+  return c;
 }
 
 // A configuration checked against one problem: the algorithm and its workspace.
@@ -208,15 +214,19 @@ arbiter::plugin::Plugin make() {
       .description("NVIDIA cuBLASLt: its heuristic's choice, and algorithm configurations to tune among");
 
   auto heuristic_kernel = [](const char* name, bool tf32) {
+    auto cache = std::make_shared<ChoiceCache>();
+    auto choose = [cache, tf32](const arb_problem& p) {
+      return cache->get(p, [tf32](const arb_problem& q) { return heuristic_choice(q, tf32); });
+    };
     arbiter::plugin::Kernel k(name, ARB_OP_GEMM, kDLCUDA);
     k.priority(tf32 ? 0 : 1)
-        .supports([tf32](const arb_problem& p, Why& why) {
-          const Choice c = choices().get(p, tf32);
+        .supports([choose](const arb_problem& p, Why& why) {
+          const Choice c = choose(p);
           return c.ok ? true : why.no("%s", c.why.c_str());
         })
-        .workspace([tf32](const arb_problem& p) { return choices().get(p, tf32).workspace; })
-        .launch([tf32](const Launch& l) {
-          const Choice c = choices().get(l.problem, tf32);
+        .workspace([choose](const arb_problem& p) { return choose(p).workspace; })
+        .launch([choose, tf32](const Launch& l) {
+          const Choice c = choose(l.problem);
           if (!c.ok) throw Error(ARB_ERR_UNSUPPORTED, c.why);
           if (l.workspace_bytes < c.workspace) throw Error(ARB_ERR_KERNEL, "workspace smaller than asked for");
           matmul(l, c.algo, tf32);
@@ -228,15 +238,20 @@ arbiter::plugin::Plugin make() {
   plugin.kernel(heuristic_kernel("heuristic_tf32", true));
 
   for (const AlgoConfig& config : collect_configs()) {
+    auto cache = std::make_shared<ChoiceCache>();
+    auto choose = [cache, config](const arb_problem& p) {
+      return cache->get(p, [&config](const arb_problem& q) { return check_config(config, q); });
+    };
     arbiter::plugin::Kernel k(config.name(), ARB_OP_GEMM, kDLCUDA);
-    k.supports([config](const arb_problem& p, Why& why) {
-       const Choice c = check_config(config, p);
+    k.supports([choose](const arb_problem& p, Why& why) {
+       const Choice c = choose(p);
        return c.ok ? true : why.no("%s", c.why.c_str());
      })
-        .workspace([config](const arb_problem& p) { return check_config(config, p).workspace; })
-        .launch([config](const Launch& l) {
-          const Choice c = check_config(config, l.problem);
+        .workspace([choose](const arb_problem& p) { return choose(p).workspace; })
+        .launch([choose](const Launch& l) {
+          const Choice c = choose(l.problem);
           if (!c.ok) throw Error(ARB_ERR_UNSUPPORTED, c.why);
+          if (l.workspace_bytes < c.workspace) throw Error(ARB_ERR_KERNEL, "workspace smaller than asked for");
           matmul(l, c.algo, false);
         });
     if (!config.deterministic()) k.nondeterministic();

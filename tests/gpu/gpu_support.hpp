@@ -1,0 +1,170 @@
+// Helpers for the GPU tests: contexts with the CUDA plugins, device buffers, CUDA errors as
+// test failures, and host references for the graph and stream tests.
+#pragma once
+
+#include "test_support.hpp"
+
+#include <cuda_runtime.h>
+#include <doctest/doctest.h>
+#include <arbiter/float16.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#define CUDA_REQUIRE(call)                                                                      \
+  do {                                                                                          \
+    const cudaError_t cuda_status_ = (call);                                                    \
+    REQUIRE_MESSAGE(cuda_status_ == cudaSuccess, #call ": ", cudaGetErrorString(cuda_status_)); \
+  } while (0)
+
+namespace arbiter::test {
+
+// The shipped plugins that matter on a GPU: the reference (the gate's yardstick), cuBLASLt
+// and the generated kernels.
+inline std::vector<std::string> cuda_plugins() {
+  return {plugin_file("reference"), plugin_file("cublaslt"), plugin_file("generated")};
+}
+
+// Sets an environment variable for one scope (the generated plugin reads its folders from
+// ARBITER_GENERATED_PATH when it loads).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// A device buffer of 16-bit or 32-bit elements, filled from and read back into floats.
+class DeviceArray {
+ public:
+  DeviceArray(int64_t elements, int32_t dtype) : elements_(elements), dtype_(dtype) {
+    CUDA_REQUIRE(cudaMalloc(&data_, bytes()));
+  }
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  size_t bytes() const { return static_cast<size_t>(elements_) * dtype_size(dtype_); }
+  void* data() const { return data_; }
+  void upload(const std::vector<float>& values) {
+    REQUIRE(static_cast<int64_t>(values.size()) == elements_);
+    std::vector<unsigned char> host(bytes());
+    for (int64_t i = 0; i < elements_; ++i) store_float(host.data(), i, dtype_, values[static_cast<size_t>(i)]);
+    CUDA_REQUIRE(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    finish();
+  }
+  std::vector<float> download() const {
+    std::vector<unsigned char> host(bytes());
+    CUDA_REQUIRE(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
+    std::vector<float> values(static_cast<size_t>(elements_));
+    for (int64_t i = 0; i < elements_; ++i) values[static_cast<size_t>(i)] = load_float(host.data(), i, dtype_);
+    return values;
+  }
+  // Every byte 0xff: NaN in every dtype, so an unwritten output cannot pass.
+  void poison() {
+    CUDA_REQUIRE(cudaMemset(data_, 0xff, bytes()));
+    finish();
+  }
+
+ private:
+  // cudaMemset and pageable uploads may return before the device has the data, and work on
+  // a non-blocking stream does not wait for the legacy stream: wait here.
+  static void finish() { CUDA_REQUIRE(cudaStreamSynchronize(nullptr)); }
+
+  void* data_ = nullptr;
+  int64_t elements_;
+  int32_t dtype_;
+};
+
+// A row-major DLTensor on CUDA device 0 over a DeviceArray.
+struct CudaTensor {
+  CudaTensor(const DeviceArray& array, std::vector<int64_t> shape, int32_t dtype) : shape_(std::move(shape)) {
+    t.data = array.data();
+    t.device = {kDLCUDA, 0};
+    t.ndim = static_cast<int>(shape_.size());
+    t.dtype = {static_cast<uint8_t>(dtype == ARB_DTYPE_BF16 ? kDLBfloat : kDLFloat),
+               static_cast<uint8_t>(8 * dtype_size(dtype)), 1};
+    t.shape = shape_.data();
+    t.strides = nullptr;
+  }
+  CudaTensor(const CudaTensor&) = delete;
+  DLTensor t{};
+
+ private:
+  std::vector<int64_t> shape_;
+};
+
+// Values the dtype holds exactly, so host and device see the same inputs.
+inline std::vector<float> random_values(size_t count, uint64_t seed, int32_t dtype, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-scale, scale);
+  std::vector<float> v(count);
+  std::vector<unsigned char> one(4);
+  for (float& x : v) {
+    store_float(one.data(), 0, dtype, uniform(rng));
+    x = load_float(one.data(), 0, dtype);
+  }
+  return v;
+}
+
+// ||got - want|| / ||want||, infinite if anything is not finite.
+inline double relative_error(const std::vector<float>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// D[m,n] = A[m,k] * B[n,k]^T in double (B stored transposed, as LLM weights are).
+inline std::vector<double> gemm_nt_reference(const std::vector<float>& a, const std::vector<float>& b, int64_t m,
+                                             int64_t n, int64_t k) {
+  std::vector<double> d(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += double(a[size_t(i * k + p)]) * double(b[size_t(j * k + p)]);
+      d[size_t(i * n + j)] = s;
+    }
+  return d;
+}
+
+// y = x / sqrt(mean(x^2) + eps) * w per row, in double.
+inline std::vector<double> rmsnorm_reference(const std::vector<double>& x, const std::vector<float>& w, int64_t rows,
+                                             int64_t cols, double eps) {
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t c = 0; c < cols; ++c) ss += x[size_t(r * cols + c)] * x[size_t(r * cols + c)];
+    const double scale = 1.0 / std::sqrt(ss / double(cols) + eps);
+    for (int64_t c = 0; c < cols; ++c) y[size_t(r * cols + c)] = x[size_t(r * cols + c)] * scale * w[size_t(c)];
+  }
+  return y;
+}
+
+// Rounds every value to the dtype, as a kernel storing an intermediate result would.
+inline std::vector<double> rounded_to(const std::vector<double>& values, int32_t dtype) {
+  std::vector<double> out(values.size());
+  std::vector<unsigned char> one(4);
+  for (size_t i = 0; i < values.size(); ++i) {
+    store_float(one.data(), 0, dtype, static_cast<float>(values[i]));
+    out[i] = load_float(one.data(), 0, dtype);
+  }
+  return out;
+}
+
+}  // namespace arbiter::test

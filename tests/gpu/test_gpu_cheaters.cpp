@@ -1,0 +1,65 @@
+// The cheating gallery in CUDA form (tests/fixtures/generated_cheaters: AI-generated-style
+// kernels compiled by the generated plugin): the gate must reject each for its own reason,
+// exactly as it rejects the CPU gallery, and dispatch must never run one.
+#include "dispatch/problem_text.hpp"
+#include "gpu_support.hpp"
+
+#include <map>
+#include <set>
+
+using namespace arbiter;
+
+namespace {
+
+const std::string kCheaters = std::string(ARBITER_TEST_SOURCE_DIR) + "/tests/fixtures/generated_cheaters";
+
+std::set<std::string> as_set(const std::vector<std::string>& checks) { return {checks.begin(), checks.end()}; }
+
+}  // namespace
+
+TEST_CASE("the gate rejects every CUDA cheater, for the right reason") {
+  const test::ScopedEnv env("ARBITER_GENERATED_PATH", kCheaters);
+  const auto context = test::make_context(test::config_loading(test::cuda_plugins()));
+  // Tile-aligned (64 columns): only the edge shapes expose aligned_only.
+  const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64 device=cuda").problem;
+  const std::map<std::string, std::set<std::string>> expected = {
+      {"writes_nothing", {"unwritten_output", "accuracy"}},
+      {"writes_constant", {"accuracy"}},
+      {"one_distribution", {"accuracy"}},
+      {"aligned_only", {"unwritten_output", "accuracy"}},
+      {"writes_past_end", {"guard"}},
+      {"changes_input", {"input_modified"}},
+      {"racy", {"rerun_differs"}},
+      {"caches_by_pointer", {"stale_result"}},
+      {"low_precision", {"accuracy"}},
+  };
+  for (const auto& [name, checks] : expected) {
+    CAPTURE(name);
+    const KernelRecord* kernel = context->registry().find("generated.cheat_" + name);
+    REQUIRE_MESSAGE(kernel != nullptr, "the generated plugin did not load cheat_", name);
+    CHECK(kernel->provenance == ARB_PROVENANCE_AI_GENERATED);
+    const Verdict v = context->gate().verdict(*kernel, problem);
+    CAPTURE(v.detail);
+    CHECK_FALSE(v.passed);
+    CHECK(as_set(v.failed_checks) == checks);
+  }
+  const Verdict one = context->gate().verdict(*context->registry().find("generated.cheat_one_distribution"), problem);
+  CHECK(one.detail.find("normal inputs") != std::string::npos);
+  const Verdict past = context->gate().verdict(*context->registry().find("generated.cheat_writes_past_end"), problem);
+  CHECK(past.detail.find("wrote past the bounds of y") != std::string::npos);
+  // The honest softmax of the same plugin passes on the same problem.
+  const KernelRecord* honest = context->registry().find("generated.softmax_rowblock");
+  REQUIRE(honest != nullptr);
+  CHECK(context->gate().verdict(*honest, problem).passed);
+}
+
+TEST_CASE("dispatch never runs a CUDA cheater, whatever its priority") {
+  const test::ScopedEnv env("ARBITER_GENERATED_PATH", kCheaters);
+  const auto context = test::make_context(test::config_loading(
+      test::cuda_plugins(), "[plugins.priority]\ngenerated = 1000\n[verify]\nallow_unverified = true\n"));
+  const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64 device=cuda").problem;
+  const Selection& selection = context->dispatcher().select(problem);
+  REQUIRE(selection.kernel != nullptr);
+  CAPTURE(selection.kernel->name);
+  CHECK(selection.kernel->name.find("cheat_") == std::string::npos);
+}
