@@ -1,5 +1,6 @@
 // The verification gate against a gallery of cheating kernels (tests/fixtures/cheaters.cpp):
 // each must be rejected, and for its own reason. Honest kernels pass.
+#include "cheater_expectations.hpp"
 #include "dispatch/problem_text.hpp"
 #include "test_support.hpp"
 
@@ -33,18 +34,7 @@ TEST_CASE("the gate rejects every cheater, for the right reason") {
   const auto context = with_cheaters();
   // The problem is tile-aligned (64 columns): only edge shapes expose aligned_only.
   const char* problem = "softmax f32 rows=4 cols=64";
-  const std::map<std::string, std::set<std::string>> expected = {
-      {"writes_nothing", {"unwritten_output", "accuracy"}},
-      {"writes_constant", {"accuracy"}},
-      {"one_distribution", {"accuracy"}},
-      {"aligned_only", {"unwritten_output", "accuracy"}},
-      {"writes_past_end", {"guard"}},
-      {"changes_input", {"input_modified"}},
-      {"racy", {"rerun_differs"}},
-      {"caches_by_pointer", {"stale_result"}},
-      {"low_precision", {"accuracy"}},
-  };
-  for (const auto& [name, checks] : expected) {
+  for (const auto& [name, checks] : test::cheater_expectations()) {
     CAPTURE(name);
     const Verdict v = verdict_of(*context, "cheaters." + name, problem);
     CAPTURE(v.detail);

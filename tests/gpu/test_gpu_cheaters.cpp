@@ -1,6 +1,7 @@
 // The cheating gallery in CUDA form (tests/fixtures/generated_cheaters: AI-generated-style
 // kernels compiled by the generated plugin): the gate must reject each for its own reason,
 // exactly as it rejects the CPU gallery, and dispatch must never run one.
+#include "cheater_expectations.hpp"
 #include "dispatch/problem_text.hpp"
 #include "gpu_support.hpp"
 
@@ -22,18 +23,7 @@ TEST_CASE("the gate rejects every CUDA cheater, for the right reason") {
   const auto context = test::make_context(test::config_loading(test::cuda_plugins()));
   // Tile-aligned (64 columns): only the edge shapes expose aligned_only.
   const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64 device=cuda").problem;
-  const std::map<std::string, std::set<std::string>> expected = {
-      {"writes_nothing", {"unwritten_output", "accuracy"}},
-      {"writes_constant", {"accuracy"}},
-      {"one_distribution", {"accuracy"}},
-      {"aligned_only", {"unwritten_output", "accuracy"}},
-      {"writes_past_end", {"guard"}},
-      {"changes_input", {"input_modified"}},
-      {"racy", {"rerun_differs"}},
-      {"caches_by_pointer", {"stale_result"}},
-      {"low_precision", {"accuracy"}},
-  };
-  for (const auto& [name, checks] : expected) {
+  for (const auto& [name, checks] : test::cheater_expectations()) {
     CAPTURE(name);
     const KernelRecord* kernel = context->registry().find("generated.cheat_" + name);
     REQUIRE_MESSAGE(kernel != nullptr, "the generated plugin did not load cheat_", name);
