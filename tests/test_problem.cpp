@@ -1,6 +1,7 @@
 // The problem syntax and canonical keys.
 #include "common/failure.hpp"
 #include "dispatch/problem.hpp"
+#include "dispatch/problem_cost.hpp"
 #include "dispatch/problem_text.hpp"
 
 #include <doctest/doctest.h>
@@ -94,4 +95,17 @@ TEST_CASE("parse errors name the offending word") {
   CHECK(message("softmax f32 rows=2 cols=8 beta=7").find("unknown field 'beta'") != std::string::npos);
   CHECK(message("gemm f32 m=1 n=1 k=1 eps=0.1").find("unknown field 'eps'") != std::string::npos);
   CHECK(message("rmsnorm f32 rows=2 cols=8 eps=-1").find("eps=-1 must be >= 0") != std::string::npos);
+}
+
+TEST_CASE("the work of a problem: flops and the bytes every kernel must move") {
+  auto problem = [](const char* text) { return parse_problem(text).problem; };
+  CHECK(flop_count(problem("gemm bf16 m=16 n=4096 k=4096 tb=1")) == 2.0 * 16 * 4096 * 4096);
+  CHECK(bytes_moved(problem("gemm bf16 m=16 n=4096 k=4096 tb=1")) == 2.0 * (16 * 4096 + 4096 * 4096 + 16 * 4096));
+  // C is read (a separate C, or D itself in place), and the bias.
+  CHECK(bytes_moved(problem("gemm f32 m=2 n=3 k=5 beta=1 bias=1")) == 4.0 * (2 * 5 + 5 * 3 + 2 * 3 + 2 * 3 + 3));
+  CHECK(bytes_moved(problem("gemm f32 m=2 n=3 k=5 beta=1 inplace=1")) == 4.0 * (2 * 5 + 5 * 3 + 2 * 3 + 2 * 3));
+  CHECK(flop_count(problem("softmax f16 rows=4 cols=1000")) == 0);
+  CHECK(bytes_moved(problem("softmax f16 rows=4 cols=1000")) == 2.0 * 2 * 4000);
+  CHECK(bytes_moved(problem("rmsnorm bf16 rows=4 cols=1000")) == 2.0 * (2 * 4000 + 1000));
+  CHECK(bytes_moved(problem("rmsnorm f32 rows=4 cols=1000 residual=1")) == 4.0 * (4 * 4000 + 1000));
 }

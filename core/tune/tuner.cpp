@@ -5,6 +5,7 @@
 #include "device/problem_buffers.hpp"
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/problem.hpp"
+#include "dispatch/problem_cost.hpp"
 
 #include <arbiter/float16.hpp>
 
@@ -85,14 +86,6 @@ struct Contender {
   std::vector<double> samples;
   bool out = false;  // screened out
 };
-
-// Useful bytes of one run of a row op (read x, write y, and the rest), for the roofline.
-double row_op_bytes(const arb_problem& p) {
-  const double element = static_cast<double>(dtype_size(p.dtype));
-  double bytes = 2.0 * static_cast<double>(p.rows * p.cols) * element;
-  if (p.op == ARB_OP_RMSNORM) bytes += static_cast<double>(p.cols) * element + (p.has_residual ? 2.0 : 0.0) * static_cast<double>(p.rows * p.cols) * element;
-  return bytes;
-}
 
 }  // namespace
 
@@ -282,7 +275,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
     if (vendor && fastest != vendor && fastest->stats.median * 10 < vendor->stats.median)
       suspicion = fmt::format("more than 10x faster than the vendor kernel {}", vendor->kernel->name);
     if (problem.op != ARB_OP_GEMM && cold && fastest->stats.median > 0) {
-      const double rate = row_op_bytes(problem) / fastest->stats.median;
+      const double rate = bytes_moved(problem) / fastest->stats.median;
       if (rate > 0.95 * copy_bandwidth(device))
         suspicion = fmt::format("{:.1f} GB/s is above 95% of the measured copy bandwidth ({:.1f} GB/s)", rate * 1e-9,
                                 copy_bandwidth(device) * 1e-9);

@@ -20,6 +20,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -151,15 +153,27 @@ arbiter::plugin::Plugin make() {
   const std::string arch = arbiter::generated::arch_for(prop.major, prop.minor);
   const std::string cache = arbiter::generated::default_cache_dir();
 
-  static std::vector<std::unique_ptr<LoadedKernel>> loaded;  // referenced by the kernels' closures
+  // Referenced by the kernels' closures, so kept for the life of the library; each load
+  // (one per context) appends its own. Contexts may be created on several threads at once.
+  static std::vector<std::unique_ptr<LoadedKernel>> loaded;
+  static std::mutex loading;
+  const std::lock_guard<std::mutex> lock(loading);
   std::string identity = ARBITER_PLUGIN_BUILD_ID;            // plus every kernel's source hash
   int failed = 0;
+  std::set<std::string> names;  // of this load
+  const size_t first = loaded.size();
   for (const std::string& file : manifest_files()) {
     auto k = std::make_unique<LoadedKernel>();
     try {
       k->manifest = arbiter::generated::load_manifest(file);
     } catch (const std::exception& e) {
       arbiter::plugin::log(ARB_LOG_ERROR, kPlugin, "manifest %s skipped: %s", file.c_str(), e.what());
+      ++failed;
+      continue;
+    }
+    if (!names.insert(k->manifest.name).second) {  // the first in search order wins, as between plugins
+      arbiter::plugin::log(ARB_LOG_WARN, kPlugin, "manifest %s skipped: a kernel named '%s' is already loaded",
+                           file.c_str(), k->manifest.name.c_str());
       ++failed;
       continue;
     }
@@ -196,10 +210,10 @@ arbiter::plugin::Plugin make() {
       .build_id(arbiter::generated::sha256_hex(identity).substr(0, 16))
       .runtime_version("NVRTC " + arbiter::generated::nvrtc_version() + ", " + arch)
       .description("AI-generated CUDA kernels from .cu sources, compiled with NVRTC " +
-                   arbiter::generated::nvrtc_version() + " for " + arch + " (" + std::to_string(loaded.size()) +
+                   arbiter::generated::nvrtc_version() + " for " + arch + " (" + std::to_string(loaded.size() - first) +
                    " loaded, " + std::to_string(failed) + " failed)");
-  for (const auto& k : loaded) {
-    const LoadedKernel* kernel = k.get();
+  for (size_t i = first; i < loaded.size(); ++i) {
+    const LoadedKernel* kernel = loaded[i].get();
     arbiter::plugin::Kernel definition(kernel->manifest.name, static_cast<arb_op>(kernel->manifest.op), kDLCUDA);
     definition.provenance(ARB_PROVENANCE_AI_GENERATED)
         .supports([kernel](const arb_problem& p, Why& why) {

@@ -7,6 +7,9 @@
 #include "table/table_merge.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include <set>
 
@@ -19,9 +22,19 @@ std::string table_path(const Arguments& args, const Context& context, size_t ind
   fail(ARB_ERR_INVALID_ARGUMENT, "which table? give a path, --table=PATH, or table.path in the config");
 }
 
+// The fingerprint ids of this machine's devices (the CPU, and the GPU when there is one).
+std::vector<std::string> device_ids(const Context& context) {
+  std::vector<std::string> ids;
+  for (const Device* d : {context.devices().cpu, context.devices().cuda})
+    if (d != nullptr) ids.push_back(d->fingerprint().id());
+  return ids;
+}
+
 // The entry's status on this machine: "valid", "stale: why" or "other device: name".
 std::string status_here(Context& context, const TuningTable& table, const TableEntry& e) {
-  if (e.device != context.device().fingerprint().id()) return "other device: " + table.devices().at(e.device).name;
+  const std::vector<std::string> here = device_ids(context);
+  if (std::find(here.begin(), here.end(), e.device) == here.end())
+    return "other device: " + table.devices().at(e.device).name;
   arb_problem problem{};
   const std::string why = stale_reason(e, context.registry(), context.gate(), &problem);
   return why.empty() ? "valid" : "stale: " + why;
@@ -31,7 +44,7 @@ int show(const Arguments& args, Context& context) {
   const std::string path = table_path(args, context, 1);
   const TuningTable table = load_table_file(path);
   fmt::print("table: {} (schema {}), {} entries, {} devices; this machine: {}\n", path, TuningTable::kSchema,
-             table.entries().size(), table.devices().size(), context.device().fingerprint().id());
+             table.entries().size(), table.devices().size(), fmt::join(device_ids(context), ", "));
   for (const auto& [id, d] : table.devices()) fmt::print("  device {}: {} {} [{}]\n", id, d.kind, d.name, d.details);
   int valid = 0, stale = 0, other = 0;
   fmt::print("\n| key | kernel | median us | margin | verified | here |\n| --- | --- | ---: | ---: | --- | --- |\n");

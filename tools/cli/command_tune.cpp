@@ -81,7 +81,7 @@ int command_tune(const Arguments& args) {
       report += fmt::format("  winner: {} at {}{}{}\n", row.winner, micros(row.median),
                             row.runner_up.empty() ? "" : fmt::format(", {:.1f}% ahead of {}", row.margin * 100, row.runner_up),
                             row.kept ? " (the incumbent: not beaten by more than the noise)" : "");
-      if (!table_path.empty()) context->record(tuned_entry(result, p, context->device().fingerprint()));
+      if (!table_path.empty()) context->record(tuned_entry(result, p, context->devices().of(p.device_type).fingerprint()));
     } else {
       report += "  no kernel both supports this problem and passes verification\n";
     }
