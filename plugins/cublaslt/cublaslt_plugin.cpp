@@ -9,6 +9,7 @@
 #include <arbiter/plugin.hpp>
 
 #include "algo_config.hpp"
+#include "cuda_device_required.hpp"
 #include "lt_problem.hpp"
 
 #include <cuda_runtime.h>
@@ -200,11 +201,7 @@ std::vector<AlgoConfig> collect_configs() {
 }
 
 arbiter::plugin::Plugin make() {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0)
-    throw Error(ARB_ERR_UNSUPPORTED, std::string("no CUDA device: cudaGetDeviceCount: ") +
-                                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
+  arbiter::plugin::require_cuda_device();
   const size_t version = cublasLtGetVersion();
   arbiter::plugin::Plugin plugin("cublaslt", "1.0.0");
   plugin.provenance(ARB_PROVENANCE_VENDOR)

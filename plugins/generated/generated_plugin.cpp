@@ -8,6 +8,7 @@
 // to load, saying why.
 #include <arbiter/plugin.hpp>
 
+#include "cuda_device_required.hpp"
 #include "kernel_manifest.hpp"
 #include "nvrtc_compiler.hpp"
 #include "sha256.hpp"
@@ -143,13 +144,7 @@ void launch(const LoadedKernel& k, const Launch& l) {
 }
 
 arbiter::plugin::Plugin make() {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0)
-    throw Error(ARB_ERR_UNSUPPORTED, std::string("no CUDA device: cudaGetDeviceCount: ") +
-                                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const cudaDeviceProp prop = arbiter::plugin::require_cuda_device();
   const std::string arch = arbiter::generated::arch_for(prop.major, prop.minor);
   const std::string cache = arbiter::generated::default_cache_dir();
 

@@ -23,10 +23,10 @@
 
 namespace arbiter::test {
 
-// The shipped plugins that matter on a GPU: the reference (the gate's yardstick), cuBLASLt
-// and the generated kernels.
+// The shipped plugins that matter on a GPU: the reference (the gate's yardstick), cuBLASLt,
+// the generated kernels and the hand-written ones.
 inline std::vector<std::string> cuda_plugins() {
-  return {plugin_file("reference"), plugin_file("cublaslt"), plugin_file("generated")};
+  return {plugin_file("reference"), plugin_file("cublaslt"), plugin_file("generated"), plugin_file("cuda")};
 }
 
 // Sets an environment variable for one scope (the generated plugin reads its folders from

@@ -49,7 +49,7 @@ bool is_algo_config(const KernelRecord& k) {
 
 TEST_CASE("every CUDA kernel passes the verification gate against the reference") {
   const auto context = test::make_context(test::config_loading(test::cuda_plugins(), "[verify]\nallow_tf32 = true\n"));
-  for (const char* plugin : {"cublaslt", "generated"}) {
+  for (const char* plugin : {"cublaslt", "generated", "cuda"}) {
     const PluginRecord* record = test::plugin_named(*context, plugin);
     REQUIRE_MESSAGE(record != nullptr, plugin);
     REQUIRE_MESSAGE(record->state == PluginState::loaded, plugin, ": ", record->reason);
@@ -78,7 +78,8 @@ TEST_CASE("every CUDA kernel passes the verification gate against the reference"
     }
   }
   MESSAGE(verdicts << " verdicts over " << verified.size() << " CUDA kernels");
-  CHECK(verified.size() >= 5);  // cuBLASLt's two heuristics and the three shipped generated kernels at least
+  // cuBLASLt's two heuristics, three generated kernels and three hand-written ones at least.
+  CHECK(verified.size() >= 8);
   for (const auto& [name, problems] : verified)
     CHECK_MESSAGE(problems > 0, name << " supports none of the test problems");
 }

@@ -1,0 +1,27 @@
+// For CUDA plugins: the entry point refuses to load without a usable CUDA device, with the
+// reason `arbiter plugins` then shows ("no CUDA device: ..."), so the CPU plugins serve.
+#pragma once
+
+#include <arbiter/plugin.hpp>
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace arbiter::plugin {
+
+// Returns device 0's properties; throws Error(ARB_ERR_UNSUPPORTED) without a device.
+inline cudaDeviceProp require_cuda_device() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0)
+    throw Error(ARB_ERR_UNSUPPORTED, std::string("no CUDA device: cudaGetDeviceCount: ") +
+                                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
+  cudaDeviceProp prop{};
+  const cudaError_t props = cudaGetDeviceProperties(&prop, 0);
+  if (props != cudaSuccess)
+    throw Error(ARB_ERR_UNSUPPORTED, std::string("no CUDA device: cudaGetDeviceProperties: ") + cudaGetErrorString(props));
+  return prop;
+}
+
+}  // namespace arbiter::plugin

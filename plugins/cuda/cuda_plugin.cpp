@@ -1,0 +1,162 @@
+// The cuda plugin: kernels written by hand for NVIDIA GPUs, built by nvcc for sm_90a and
+// sm_80 (plugins/cuda/kernels/). Each kernel states its limits in supports() and competes
+// per shape under the gate, the tuner and the table like every other kernel; bench/NOTES.md
+// holds what each is measured against. Kernels:
+//   rmsnorm_vec16       RMSNorm (+ fused residual), a row per block in registers, 16-byte accesses
+//   softmax_vec16       softmax, the same layout
+//   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
+#include <arbiter/plugin.hpp>
+
+#include "cuda_device_required.hpp"
+#include "kernel_args.hpp"
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace {
+
+using arbiter::cuda::Dtype;
+using arbiter::cuda::GemmArgs;
+using arbiter::cuda::RowArgs;
+using arbiter::plugin::Error;
+using arbiter::plugin::Launch;
+using arbiter::plugin::Why;
+
+// The device the plugin was loaded for (device 0, as the runtime's CUDA device).
+struct DeviceInfo {
+  int major = 0, minor = 0, sm_count = 0;
+  std::string name;
+};
+DeviceInfo device;
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw Error(ARB_ERR_KERNEL, std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+size_t element_bytes(int32_t dtype) { return dtype == ARB_DTYPE_F32 ? 4 : 2; }
+
+// What every kernel here needs: a CUDA tensor of a dtype it was built for, 16-byte
+// aligned rows (problem.alignment is the alignment class of every address and stride).
+bool common_limits(const arb_problem& p, Why& why) {
+  if (p.device_type != kDLCUDA) return why.no("CUDA tensors only");
+  if (p.device_id != 0) return why.no("device 0 only");
+  if (p.dtype != ARB_DTYPE_F32 && p.dtype != ARB_DTYPE_F16 && p.dtype != ARB_DTYPE_BF16) return why.no("f32, f16, bf16");
+  if (p.alignment < 16) return why.no("rows and addresses must be 16-byte aligned (align >= 16)");
+  return true;
+}
+
+bool row_limits(const arb_problem& p, Why& why) {
+  if (!common_limits(p, why)) return false;
+  const int64_t per_vector = 16 / static_cast<int64_t>(element_bytes(p.dtype));
+  if (p.cols % per_vector != 0) return why.no("cols must be a multiple of %lld (16 bytes)", static_cast<long long>(per_vector));
+  const int64_t max_cols = arbiter::cuda::row_kernel_max_cols(static_cast<Dtype>(p.dtype));
+  if (p.cols > max_cols) return why.no("cols above %lld (the row must fit one block's registers)", static_cast<long long>(max_cols));
+  if (p.rows > 0x7fffffff) return why.no("more than 2^31 - 1 rows");
+  return true;
+}
+
+RowArgs row_args(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  RowArgs a;
+  a.x = o.x;
+  a.residual = o.residual;
+  a.weight = o.weight;
+  a.y = o.y;
+  a.rows = p.rows;
+  a.cols = p.cols;
+  a.ld_x = p.ld_x;
+  a.ld_residual = p.ld_residual;
+  a.ld_y = p.ld_y;
+  a.eps = o.eps;
+  a.has_residual = p.has_residual;
+  a.dtype = static_cast<Dtype>(p.dtype);
+  return a;
+}
+
+GemmArgs gemm_args(const arb_problem& p, const arb_operands* o, void* workspace, size_t workspace_bytes) {
+  GemmArgs g;
+  if (o != nullptr) {
+    g.a = o->a;
+    g.b = o->b;
+    g.c = o->c;
+    g.bias = o->bias;
+    g.d = o->d;
+    g.alpha = o->alpha;
+    g.beta = o->beta;
+  }
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.lda = p.lda;
+  g.ldb = p.ldb;
+  g.ldc = p.ldc;
+  g.ldd = p.ldd;
+  g.trans_a = p.trans_a;
+  g.trans_b = p.trans_b;
+  g.activation = p.activation;
+  g.has_c = p.has_c;
+  g.has_bias = p.has_bias;
+  g.dtype = static_cast<Dtype>(p.dtype);
+  g.workspace = workspace;
+  g.workspace_bytes = workspace_bytes;
+  g.sm_count = device.sm_count;
+  return g;
+}
+
+bool decode_limits(const arb_problem& p, Why& why) {
+  if (!common_limits(p, why)) return false;
+  if (p.m > 16) return why.no("m above 16 (decode shapes)");
+  if (p.trans_a != 0 || p.trans_b != 1) return why.no("A [m, k] and B [n, k] only (ta=0 tb=1)");
+  const int64_t per_vector = 16 / static_cast<int64_t>(element_bytes(p.dtype));
+  if (p.k % per_vector != 0) return why.no("k must be a multiple of %lld (16 bytes)", static_cast<long long>(per_vector));
+  return true;
+}
+
+arbiter::plugin::Plugin make() {
+  const cudaDeviceProp prop = arbiter::plugin::require_cuda_device();
+  // The fatbinary holds sm_90a and sm_80 code and no PTX: Hopper sm_90 and Ampere/Ada
+  // (sm_8x) run it, other GPUs cannot.
+  if (!(prop.major == 9 && prop.minor == 0) && prop.major != 8)
+    throw Error(ARB_ERR_UNSUPPORTED, "built for sm_90a and sm_80 only; this GPU is sm_" + std::to_string(prop.major) +
+                                         std::to_string(prop.minor));
+  device = {prop.major, prop.minor, prop.multiProcessorCount, prop.name};
+
+  arbiter::plugin::Plugin plugin("cuda", "0.1.0");
+  plugin.provenance(ARB_PROVENANCE_HAND_TUNED)
+      .priority(60)
+      .runtime_version("CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
+                       std::to_string(CUDART_VERSION % 1000 / 10) + ", sm_" + std::to_string(prop.major) +
+                       std::to_string(prop.minor))
+      .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
+                   "accesses, a split-K decode GEMM");
+
+  plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
+                    .supports(row_limits)
+                    .launch([](const Launch& l) {
+                      check(arbiter::cuda::launch_rmsnorm(row_args(l), static_cast<cudaStream_t>(l.stream)),
+                            "rmsnorm_vec16");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("softmax_vec16", ARB_OP_SOFTMAX, kDLCUDA)
+                    .supports(row_limits)
+                    .launch([](const Launch& l) {
+                      check(arbiter::cuda::launch_softmax(row_args(l), static_cast<cudaStream_t>(l.stream)),
+                            "softmax_vec16");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("gemm_decode_splitk", ARB_OP_GEMM, kDLCUDA)
+                    .supports(decode_limits)
+                    .workspace([](const arb_problem& p) {
+                      return arbiter::cuda::splitk_workspace_bytes(gemm_args(p, nullptr, nullptr, 0));
+                    })
+                    .launch([](const Launch& l) {
+                      const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
+                      check(arbiter::cuda::launch_gemm_splitk(g, static_cast<cudaStream_t>(l.stream)),
+                            "gemm_decode_splitk");
+                    }));
+  return plugin;
+}
+
+}  // namespace
+
+ARBITER_PLUGIN(make())

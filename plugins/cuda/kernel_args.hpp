@@ -1,0 +1,62 @@
+// What the host side of the cuda plugin hands its kernels' launchers: plain structs, shared
+// by the plugin (g++) and the kernels (nvcc). Each launcher checks nothing that supports()
+// has checked already, enqueues its kernels on the stream and returns the launch status.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace arbiter::cuda {
+
+enum class Dtype : int32_t { f32 = 1, f16 = 2, bf16 = 3 };  // the values of arb_dtype
+
+// D[m,n] = act(alpha * op(A) * op(B) + beta * C + bias), row-major, strides in elements.
+struct GemmArgs {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;     // read only when has_c
+  const void* bias = nullptr;  // [n], read only when has_bias
+  void* d = nullptr;
+  int64_t m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldc = 0, ldd = 0;
+  float alpha = 1, beta = 0;
+  int32_t trans_a = 0, trans_b = 0, activation = 0, has_c = 0, has_bias = 0;
+  Dtype dtype = Dtype::bf16;
+  void* workspace = nullptr;  // device memory from the host's pool
+  size_t workspace_bytes = 0;
+  int sm_count = 0;           // of the device, for persistent grids and split-K
+};
+
+// rmsnorm: y = x / sqrt(mean(x^2) + eps) * weight (x += residual first, written back);
+// softmax: y = softmax(x). Per row of cols elements, row strides in elements.
+struct RowArgs {
+  void* x = nullptr;
+  const void* residual = nullptr;
+  const void* weight = nullptr;
+  void* y = nullptr;
+  int64_t rows = 0, cols = 0, ld_x = 0, ld_residual = 0, ld_y = 0;
+  float eps = 1e-6f;
+  int32_t has_residual = 0;
+  Dtype dtype = Dtype::bf16;
+};
+
+// The widest row the register-resident row kernels take: 8 16-byte vectors per thread of a
+// 512-thread block (f32: 16384 columns; f16/bf16: 32768).
+int64_t row_kernel_max_cols(Dtype dtype);
+
+cudaError_t launch_rmsnorm(const RowArgs& args, cudaStream_t stream);
+cudaError_t launch_softmax(const RowArgs& args, cudaStream_t stream);
+
+// Decode GEMM (m <= 16, B stored [n, k]): split-K over the weights, partial sums in the
+// workspace, reduced in a fixed order (deterministic).
+size_t splitk_workspace_bytes(const GemmArgs& args);
+cudaError_t launch_gemm_splitk(const GemmArgs& args, cudaStream_t stream);
+
+// mma.sync tensor-core GEMM for sm_80 and up (f16/bf16, A [m,k], B [n,k]).
+cudaError_t launch_gemm_sm80(const GemmArgs& args, cudaStream_t stream);
+
+// wgmma + TMA GEMM for sm_90a (f16/bf16, A [m,k], B [n,k]); tensor maps made on the host.
+cudaError_t launch_gemm_sm90(const GemmArgs& args, cudaStream_t stream);
+
+}  // namespace arbiter::cuda
