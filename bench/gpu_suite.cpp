@@ -1,4 +1,5 @@
 // arbiter_bench_gpu --suite=FILE [--suite=FILE ...] --out=DIR [--table=PATH] [--budget-ms=N]
+//                   [--deadline-s=S]
 //
 // The GPU benchmark of bench/gpu-check.sh. On CUDA device 0, in one run, so that every
 // ratio compares numbers measured side by side:
@@ -17,8 +18,11 @@
 //                   Context::run (selection-cache hit, workspace, launch) against the same
 //                   kernel's launch pointer with the same operands, interleaved, 30 samples
 //                   of 200 launches each timed with events.
-// Writes DIR/gpu-bench.md (each number with its definition) and DIR/gpu-bench.csv, and
-// prints the short table last. Exit 0 when every bar holds, 1 when one does not, 2 on error.
+// Problems found in several suites run once. DIR/gpu-bench.md (each number with its
+// definition) and DIR/gpu-bench.csv are rewritten after every problem, so a run stopped
+// early keeps what it measured; past --deadline-s no new problem starts. The short table is
+// printed last. Exit 0 when every bar holds, 1 when one does not or a problem failed, 2 when
+// nothing could run.
 #include "context.hpp"
 #include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
@@ -39,6 +43,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -188,18 +193,116 @@ DispatchCost dispatch_cost(Context& context, Device& device, const Row& row) {
   return cost;
 }
 
+struct Report {
+  std::string device;
+  double copy_bw = 0, seconds = 0;
+  int budget_ms = 0;
+  std::vector<Row> rows;
+  DispatchCost cost;
+  std::string cost_error;
+
+  int errors() const {
+    int n = 0;
+    for (const Row& r : rows) n += !r.error.empty();
+    return n;
+  }
+  std::vector<double> gains() const {
+    std::vector<double> g;
+    for (const Row& r : rows)
+      if (speedup(r) > 0) g.push_back(speedup(r));
+    return g;
+  }
+  int below_baseline() const {
+    int n = 0;
+    for (const Row& r : rows) n += speedup(r) > 0 && speedup(r) < 1.0 && !r.kept_incumbent;
+    return n;
+  }
+  double geomean() const {
+    const std::vector<double> g = gains();
+    double log_sum = 0;
+    for (double x : g) log_sum += std::log(x);
+    return g.empty() ? 0 : std::exp(log_sum / static_cast<double>(g.size()));
+  }
+  double overhead() const { return cost.direct > 0 ? cost.dispatched / cost.direct - 1 : 0; }
+
+  static std::string us(const Row& r, const std::string& group) {
+    auto it = r.best_of_plugin.find(group);
+    return it == r.best_of_plugin.end() ? std::string("-") : fmt::format("{:.2f}", it->second * 1e6);
+  }
+
+  void write(const std::string& dir) const {
+    std::string md = fmt::format(
+        "# GPU benchmark\n\n- device: {}\n- copy bandwidth: {:.0f} GB/s (device-to-device copy of 1 GiB, bytes read "
+        "+ written per second, median of 10)\n- method: every kernel verified by the gate first, then timed by the "
+        "tuner with {} as the incumbent (DESIGN.md section 5); time = median seconds per launch over buffers rotated "
+        "past L2; budget {} ms per problem\n- TFLOP/s = 2mnk / time; GB/s = bytes every kernel must move (inputs read "
+        "once, outputs written once) / time\n- speedup = {} median / winner median, both from the same tuning run\n"
+        "- run time so far: {:.0f} s, {} problems\n\n",
+        device, copy_bw * 1e-9, kBaseline, budget_ms, kBaseline, seconds, rows.size());
+    md += "| suite | problem | cublaslt.heuristic us | cublaslt best config us | generated best us | cuda best us | "
+          "winner | winner us | rate | speedup | verified / rejected / refused |\n"
+          "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | --- |\n";
+    std::string csv = "suite,problem,plugin_or_kernel,median_us\n";
+    for (const Row& r : rows) {
+      if (!r.error.empty()) {
+        md += fmt::format("| {} | {} | error: {} |||||||||\n", r.suite, r.problem, r.error);
+        continue;
+      }
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {}{} | {:.2f} | {} | {} | {} / {} / {} |\n", r.suite, r.problem,
+                        us(r, kBaseline), us(r, "cublaslt"), us(r, "generated"), us(r, "cuda"), r.winner,
+                        r.kept_incumbent ? " (kept)" : "", r.winner_median * 1e6, rate(r, copy_bw),
+                        speedup(r) > 0 ? fmt::format("{:.3f}x", speedup(r)) : "-", r.verified, r.rejected, r.refused);
+      for (const auto& [group, median] : r.best_of_plugin)
+        csv += fmt::format("{},\"{}\",{},{:.3f}\n", r.suite, r.problem, r.best_kernel_of_plugin.at(group), median * 1e6);
+    }
+    md += fmt::format(
+        "\n- geometric-mean speedup over {} (gemm shapes): {:.3f}x over {} shapes; shapes where the tuned choice is "
+        "slower than the baseline beyond the noise: {}\n",
+        kBaseline, geomean(), gains().size(), below_baseline());
+    if (cost.direct > 0)
+      md += fmt::format(
+          "- dispatch cost ({}, kernel {}): direct {:.2f} us, through dispatch {:.2f} us per launch ({:+.2f}%); host "
+          "time to issue one launch: direct {:.2f} us, dispatch {:.2f} us. Back-to-back launches, 30 interleaved "
+          "samples of 200, event-timed, median\n",
+          cost.problem, cost.kernel, cost.direct * 1e6, cost.dispatched * 1e6, overhead() * 100, cost.direct_host * 1e6,
+          cost.dispatched_host * 1e6);
+    if (!cost_error.empty()) md += "- dispatch cost: not measured: " + cost_error + "\n";
+    std::ofstream(dir + "/gpu-bench.md") << md;
+    std::ofstream(dir + "/gpu-bench.csv") << csv;
+  }
+
+  void print_short_table() const {
+    fmt::print("\n{:<52} {:>10} {:>10} {:>8}  {}\n", "problem", "winner us", "heur. us", "speedup", "winner");
+    for (const Row& r : rows) {
+      if (!r.error.empty()) {
+        fmt::print("{:<52} error: {}\n", r.problem.substr(0, 52), r.error.substr(0, 80));
+        continue;
+      }
+      fmt::print("{:<52} {:>10.2f} {:>10} {:>8}  {} ({})\n", r.problem.substr(0, 52), r.winner_median * 1e6,
+                 us(r, kBaseline), speedup(r) > 0 ? fmt::format("{:.3f}x", speedup(r)) : "-", r.winner,
+                 rate(r, copy_bw));
+    }
+    fmt::print("\ncopy bandwidth {:.0f} GB/s; geomean speedup over {} {:.3f}x ({} gemm shapes, {} below); dispatch "
+               "overhead {:+.2f}% at {:.1f} us{}; {} errors; {:.0f} s\n",
+               copy_bw * 1e-9, kBaseline, geomean(), gains().size(), below_baseline(), overhead() * 100,
+               cost.direct * 1e6, cost_error.empty() ? "" : " (" + cost_error + ")", errors(), seconds);
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> suites;
   std::string out_dir, table_path;
   int budget_ms = 100;
+  double deadline_s = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a.rfind("--suite=", 0) == 0) suites.push_back(a.substr(8));
     else if (a.rfind("--out=", 0) == 0) out_dir = a.substr(6);
     else if (a.rfind("--table=", 0) == 0) table_path = a.substr(8);
     else if (a.rfind("--budget-ms=", 0) == 0) budget_ms = std::max(10, std::atoi(a.c_str() + 12));
+    else if (a.rfind("--deadline-s=", 0) == 0) deadline_s = std::atof(a.c_str() + 13);
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -207,7 +310,7 @@ int main(int argc, char** argv) {
   }
   if (suites.empty() || out_dir.empty()) {
     std::fprintf(stderr, "usage: arbiter_bench_gpu --suite=FILE [--suite=FILE ...] --out=DIR [--table=PATH] "
-                         "[--budget-ms=N]\n");
+                         "[--budget-ms=N] [--deadline-s=S]\n");
     return 2;
   }
   try {
@@ -227,107 +330,66 @@ int main(int argc, char** argv) {
     const double copy_bw = copy_bandwidth(gpu);
     std::fprintf(stderr, "copy bandwidth: %.0f GB/s\n", copy_bw * 1e-9);
 
-    std::vector<Row> rows;
+    std::vector<SuiteProblem> problems;  // every suite's, each problem once
+    std::vector<std::string> problem_suites;
+    std::set<std::string> seen;
     for (const std::string& path : suites) {
       const ShapeSuite suite = load_suite(path);
       for (SuiteProblem sp : suite.problems) {
         sp.parsed.problem.device_type = kDLCUDA;
         sp.parsed.problem.device_id = 0;
         sp.text += " device=cuda";
-        std::fprintf(stderr, "[%zu] %s\n", rows.size() + 1, sp.text.c_str());
+        if (!seen.insert(problem_key(sp.parsed.problem)).second) continue;
+        problems.push_back(sp);
+        problem_suites.push_back(suite.name);
+      }
+    }
+
+    Report report;
+    report.device = gpu.fingerprint().name + " [" + gpu.fingerprint().details + "]";
+    report.copy_bw = copy_bw;
+    report.budget_ms = budget_ms;
+    for (size_t i = 0; i < problems.size(); ++i) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      std::fprintf(stderr, "[%zu/%zu, %.0f s] %s\n", i + 1, problems.size(), elapsed, problems[i].text.c_str());
+      Row row;
+      if (deadline_s > 0 && elapsed > deadline_s) {
+        row.suite = problem_suites[i];
+        row.problem = problems[i].text;
+        row.p = problems[i].parsed.problem;
+        row.error = "not run: out of time (--deadline-s)";
+      } else {
         try {
-          rows.push_back(tune_one(context, suite.name, sp, !table_path.empty()));
+          row = tune_one(context, problem_suites[i], problems[i], !table_path.empty());
         } catch (const std::exception& e) {
-          Row r;
-          r.suite = suite.name;
-          r.problem = sp.text;
-          r.p = sp.parsed.problem;
-          r.error = e.what();
-          rows.push_back(r);
+          row.suite = problem_suites[i];
+          row.problem = problems[i].text;
+          row.p = problems[i].parsed.problem;
+          row.error = e.what();
         }
       }
+      report.rows.push_back(row);
+      report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      report.write(out_dir);  // after every row: a run cut short still leaves its report
     }
 
     // The dispatch-cost kernel: the suite winner whose time is closest to 10 us.
     const Row* ten_us = nullptr;
-    for (const Row& r : rows)
+    for (const Row& r : report.rows)
       if (r.winner_median > 0 && (!ten_us || std::abs(std::log(r.winner_median / 10e-6)) <
                                                  std::abs(std::log(ten_us->winner_median / 10e-6))))
         ten_us = &r;
-    DispatchCost cost;
-    if (ten_us) cost = dispatch_cost(context, gpu, *ten_us);
-
-    // The bars of the CUDA issues, checked on what was measured.
-    std::vector<double> gains;
-    int below_baseline = 0, errors = 0;
-    for (const Row& r : rows) {
-      if (!r.error.empty()) ++errors;
-      if (speedup(r) > 0) gains.push_back(speedup(r));
-      if (speedup(r) > 0 && speedup(r) < 1.0 && !r.kept_incumbent) ++below_baseline;
-    }
-    double log_sum = 0;
-    for (double g : gains) log_sum += std::log(g);
-    const double geomean = gains.empty() ? 0 : std::exp(log_sum / static_cast<double>(gains.size()));
-    const double overhead = cost.direct > 0 ? cost.dispatched / cost.direct - 1 : 0;
-
-    std::string md = fmt::format(
-        "# GPU benchmark\n\n- device: {} [{}]\n- copy bandwidth: {:.0f} GB/s (device-to-device copy of 1 GiB, bytes "
-        "read + written per second, median of 10)\n- method: every kernel verified by the gate first, then timed by "
-        "the tuner with {} as the incumbent (DESIGN.md section 5); time = median seconds per launch over buffers "
-        "rotated past L2; budget {} ms per problem\n- TFLOP/s = 2mnk / time; GB/s = bytes every kernel must move "
-        "(inputs read once, outputs written once) / time\n- speedup = {} median / winner median, both from the same "
-        "tuning run\n- run time: {:.0f} s\n\n",
-        gpu.fingerprint().name, gpu.fingerprint().details, copy_bw * 1e-9, kBaseline, budget_ms, kBaseline,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-    md += "| suite | problem | cublaslt.heuristic us | cublaslt best config us | generated best us | cuda best us | "
-          "winner | winner us | rate | speedup | verified / rejected / refused |\n"
-          "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | --- |\n";
-    std::string csv = "suite,problem,plugin_or_kernel,median_us\n";
-    auto us = [](const Row& r, const std::string& group) {
-      auto it = r.best_of_plugin.find(group);
-      return it == r.best_of_plugin.end() ? std::string("-") : fmt::format("{:.2f}", it->second * 1e6);
-    };
-    for (const Row& r : rows) {
-      if (!r.error.empty()) {
-        md += fmt::format("| {} | {} | error: {} |||||||||\n", r.suite, r.problem, r.error);
-        continue;
+    if (ten_us) {
+      try {
+        report.cost = dispatch_cost(context, gpu, *ten_us);
+      } catch (const std::exception& e) {
+        report.cost_error = e.what();
       }
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {}{} | {:.2f} | {} | {} | {} / {} / {} |\n", r.suite, r.problem,
-                        us(r, kBaseline), us(r, "cublaslt"), us(r, "generated"), us(r, "cuda"), r.winner,
-                        r.kept_incumbent ? " (kept)" : "", r.winner_median * 1e6, rate(r, copy_bw),
-                        speedup(r) > 0 ? fmt::format("{:.3f}x", speedup(r)) : "-", r.verified, r.rejected, r.refused);
-      for (const auto& [group, median] : r.best_of_plugin)
-        csv += fmt::format("{},\"{}\",{},{:.3f}\n", r.suite, r.problem, r.best_kernel_of_plugin.at(group), median * 1e6);
     }
-    md += fmt::format(
-        "\n- geometric-mean speedup over {} (gemm shapes): {:.3f}x over {} shapes; shapes where the tuned choice is "
-        "slower than the baseline beyond the noise: {}\n",
-        kBaseline, geomean, gains.size(), below_baseline);
-    if (ten_us)
-      md += fmt::format(
-          "- dispatch cost ({}, kernel {}): direct {:.2f} us, through dispatch {:.2f} us per launch ({:+.2f}%); host "
-          "time to issue one launch: direct {:.2f} us, dispatch {:.2f} us. Back-to-back launches, 30 interleaved "
-          "samples of 200, event-timed, median\n",
-          cost.problem, cost.kernel, cost.direct * 1e6, cost.dispatched * 1e6, overhead * 100, cost.direct_host * 1e6,
-          cost.dispatched_host * 1e6);
-    std::ofstream(out_dir + "/gpu-bench.md") << md;
-    std::ofstream(out_dir + "/gpu-bench.csv") << csv;
-
-    // The short table, last.
-    fmt::print("\n{:<52} {:>10} {:>10} {:>8}  {}\n", "problem", "winner us", "heur. us", "speedup", "winner");
-    for (const Row& r : rows) {
-      if (!r.error.empty()) {
-        fmt::print("{:<52} error: {}\n", r.problem, r.error.substr(0, 80));
-        continue;
-      }
-      fmt::print("{:<52} {:>10.2f} {:>10} {:>8}  {}\n", r.problem.substr(0, 52), r.winner_median * 1e6, us(r, kBaseline),
-                 speedup(r) > 0 ? fmt::format("{:.3f}x", speedup(r)) : "-", r.winner);
-    }
-    fmt::print("\ncopy bandwidth {:.0f} GB/s; geomean speedup over {} {:.3f}x ({} gemm shapes, {} below); "
-               "dispatch overhead {:+.2f}% at {:.1f} us; {} errors\n",
-               copy_bw * 1e-9, kBaseline, geomean, gains.size(), below_baseline, overhead * 100, cost.direct * 1e6,
-               errors);
-    return below_baseline == 0 && errors == 0 ? 0 : 1;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    report.write(out_dir);
+    report.print_short_table();
+    return report.below_baseline() == 0 && report.errors() == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "arbiter_bench_gpu: %s\n", e.what());
     return 2;

@@ -39,7 +39,8 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
   s.policy = config_.table.policy;
   s.devices = &devices_;
   s.on_tuned = std::move(on_tuned);
-  if (table_ != nullptr) s.persist = [this](const TableEntry& entry) { record(entry); };
+  // The dispatcher adds its results to the index itself; it only needs the file written.
+  if (table_ != nullptr) s.persist = [this](const TableEntry& entry) { write_entry(entry); };
   return s;
 }
 
@@ -56,6 +57,12 @@ Context::~Context() {
 }
 
 void Context::record(const TableEntry& entry) {
+  write_entry(entry);
+  if (table_ == nullptr) return;
+  if (const KernelRecord* kernel = registry_.find(entry.kernel)) table_->add(entry, *kernel);
+}
+
+void Context::write_entry(const TableEntry& entry) {
   if (config_.table.path.empty()) fail(ARB_ERR_TABLE, "no tuning table is configured (table.path)");
   const Device* device = nullptr;
   for (const Device* d : {devices_.cpu, devices_.cuda})

@@ -37,7 +37,8 @@ class Context {
   TableIndex* table() { return table_.get(); }
   // Why the configured table could not be used ("" if it could, or none is configured).
   const std::string& table_error() const { return table_error_; }
-  // Writes an entry into the table file (locked, merged, atomic) and the index.
+  // Writes an entry into the table file (locked, merged, atomic) and the index, so that
+  // dispatch uses it at once.
   void record(const TableEntry& entry);
 
   // The hot path: select (cached) and launch. Throws Failure.
@@ -52,6 +53,7 @@ class Context {
   void run_kernel(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands, void* stream);
 
  private:
+  void write_entry(const TableEntry& entry);  // the file only
   // Host memory for CPU kernels; for a GPU, device memory private to this thread and stream.
   void* workspace(const arb_problem& problem, size_t bytes, void* stream) {
     return problem.device_type == kDLCPU ? workspace_.host(bytes)

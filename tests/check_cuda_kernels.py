@@ -21,6 +21,7 @@ REQUIRED = {
     "rmsnorm": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],    # 16-byte loads and stores
     "softmax": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "gemm_splitk": [r"\bLDG\.E\.128"],                  # the weights in 16-byte loads
+    "gemm_sm80": [r"\bHMMA\.16816", r"\bLDGSTS", r"\bLDSM"],  # mma.sync, cp.async, ldmatrix
 }
 # Functions exempt from REQUIRED (helper kernels with nothing to vectorise), by substring.
 EXEMPT = {

@@ -81,6 +81,7 @@ class CpuDevice final : public Device {
     for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<unsigned char>(pattern >> (8 * (i % 4)));
   }
   void synchronize(void*) override {}
+  bool capturing(void*) const override { return false; }
   void synchronize_all() override {}
   std::unique_ptr<DeviceTimer> timer() override { return std::make_unique<CpuTimer>(); }
   size_t last_level_cache_bytes() const override { return llc_bytes_; }

@@ -84,6 +84,10 @@ class CudaDevice final : public Device {
     upload(dst, staging.data(), bytes, stream);
   }
   void synchronize(void* stream) override { check(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize"); }
+  bool capturing(void* stream) const override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    return cudaStreamIsCapturing(as_stream(stream), &status) == cudaSuccess && status != cudaStreamCaptureStatusNone;
+  }
   void synchronize_all() override {
     check(cudaSetDevice(id_), "cudaSetDevice");
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");

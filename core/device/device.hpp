@@ -59,6 +59,9 @@ class Device {
   // Fills bytes with a repeating 32-bit pattern (poison, canaries).
   virtual void fill(void* device_dst, uint32_t pattern, size_t bytes, void* stream) = 0;
   virtual void synchronize(void* stream) = 0;
+  // Is work on this stream being captured into a graph (so nothing may synchronise or
+  // allocate)? Always false on the CPU.
+  virtual bool capturing(void* stream) const = 0;
   // Waits for all work on the device, every stream (before unloading what launched it).
   virtual void synchronize_all() = 0;
   virtual std::unique_ptr<DeviceTimer> timer() = 0;

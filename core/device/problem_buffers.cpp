@@ -15,7 +15,10 @@ const char* distribution_name(Distribution distribution) {
 
 ProblemBuffers::ProblemBuffers(const arb_problem& p, float alpha, float beta, float eps)
     : problem_(p), alpha_(alpha), beta_(beta), eps_(eps) {
-  if (p.device_type != kDLCPU) fail(ARB_ERR_UNSUPPORTED, "ProblemBuffers holds host (CPU) memory only");
+  // Host memory always: the operands of a CPU problem, or the host side (staging, results)
+  // of a CUDA problem's DeviceOperands.
+  if (p.device_type != kDLCPU && p.device_type != kDLCUDA)
+    fail(ARB_ERR_UNSUPPORTED, "ProblemBuffers: CPU or CUDA problems only");
   operands_.reserve(6);
   if (p.op == ARB_OP_GEMM) {
     add("a", true, false, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda);

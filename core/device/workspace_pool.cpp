@@ -1,5 +1,9 @@
 #include "device/workspace_pool.hpp"
 
+#include "common/failure.hpp"
+
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -27,7 +31,16 @@ void* WorkspacePool::device_slow(Device& device, size_t bytes, void* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   DeviceMemory& memory = device_buffers_[DeviceKey{std::this_thread::get_id(), stream, &device}];
   if (memory.size() < bytes) {
-    device.synchronize(stream);  // work queued earlier on this stream may still use the old one
+    if (device.capturing(stream))
+      fail(ARB_ERR_INVALID_ARGUMENT,
+           fmt::format("this stream is being captured into a graph, and this thread has no {} byte workspace for it "
+                       "yet (allocating would break the capture): make one call of this problem on this stream and "
+                       "thread before capturing",
+                       bytes));
+    if (memory.size() > 0) {
+      device.synchronize(stream);  // work queued earlier on this stream may still use the old one,
+      retired_.push_back(std::move(memory));  // and graphs captured earlier keep its address: never freed
+    }
     memory = device.allocate((bytes + 255) / 256 * 256);
   }
   device_cache() = ThreadCache{id_, memory.data(), memory.size(), stream, &device};

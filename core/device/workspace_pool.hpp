@@ -1,8 +1,10 @@
 // Workspace for kernels that ask for one (arb_kernel.workspace_size): one buffer per calling
 // thread (host memory), or per calling thread and stream (device memory), grown on demand
 // and reused, so a launch never allocates once the thread has seen its largest problem. A
-// thread-local pointer makes the steady state lock-free; a device buffer is only replaced
-// after its stream has finished with it.
+// thread-local pointer makes the steady state lock-free. A device buffer is replaced only
+// after its stream has finished with it, and never freed before the pool: a CUDA graph
+// captured earlier may hold its address. During a capture nothing is allocated: a call
+// that would need to fails with a clear message instead of breaking the capture.
 #pragma once
 
 #include "device/device.hpp"
@@ -15,6 +17,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace arbiter {
 
@@ -76,6 +79,7 @@ class WorkspacePool {
   std::mutex mutex_;
   std::unordered_map<std::thread::id, Buffer> buffers_;
   std::map<DeviceKey, DeviceMemory> device_buffers_;
+  std::vector<DeviceMemory> retired_;  // outgrown device buffers, kept for graphs that captured them
 };
 
 }  // namespace arbiter

@@ -124,7 +124,10 @@ struct Run {
 ProblemBuffers expected_for(const Run& run, const ProblemBuffers& inputs) {
   static const std::unique_ptr<Device> host = make_cpu_device();
   ProblemBuffers expected = inputs;
-  const std::string error = launch(*host, run.reference, inputs.problem(), expected.operands());
+  arb_problem on_host = inputs.problem();  // the same problem, as the CPU reference runs it
+  on_host.device_type = kDLCPU;
+  on_host.device_id = 0;
+  const std::string error = launch(*host, run.reference, on_host, expected.operands());
   if (!error.empty()) throw std::runtime_error("the reference failed: " + error);
   return expected;
 }

@@ -133,6 +133,18 @@ Choice check_config(const AlgoConfig& config, const arb_problem& p) {
     c.why = "needs more than 64 MiB of workspace";
     return c;
   }
+  // AlgoCheck does not look at addresses: the algorithm's alignment needs are checked
+  // against the problem's alignment class here, or its launch would fail.
+  for (auto cap : {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES,
+                   CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES}) {
+    uint32_t needed = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&c.algo, cap, &needed, sizeof needed, &written) == CUBLAS_STATUS_SUCCESS &&
+        static_cast<uint32_t>(p.alignment) < needed) {
+      c.why = "needs operands aligned to " + std::to_string(needed) + " bytes";
+      return c;
+    }
+  }
   c.ok = true;
   c.workspace = result.workspaceSize;
   return c;

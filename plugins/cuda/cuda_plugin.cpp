@@ -5,6 +5,7 @@
 //   rmsnorm_vec16       RMSNorm (+ fused residual), a row per block in registers, 16-byte accesses
 //   softmax_vec16       softmax, the same layout
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
+//   gemm_mma_sm80       tensor-core GEMM (mma.sync, cp.async, ldmatrix) for sm_80 and up
 #include <arbiter/plugin.hpp>
 
 #include "cuda_device_required.hpp"
@@ -114,6 +115,16 @@ bool decode_limits(const arb_problem& p, Why& why) {
   return true;
 }
 
+// The tensor-core GEMMs: f16/bf16, A [m, k] and B [n, k] (the layout of LLM weights).
+bool tensor_core_limits(const arb_problem& p, Why& why) {
+  if (!common_limits(p, why)) return false;
+  if (p.dtype != ARB_DTYPE_F16 && p.dtype != ARB_DTYPE_BF16) return why.no("f16 and bf16 only");
+  if (p.trans_a != 0 || p.trans_b != 1) return why.no("A [m, k] and B [n, k] only (ta=0 tb=1)");
+  if (p.k % 8 != 0) return why.no("k must be a multiple of 8 (16 bytes)");
+  if ((p.m + 127) / 128 > 65535) return why.no("m above 65535 x 128");
+  return true;
+}
+
 arbiter::plugin::Plugin make() {
   const cudaDeviceProp prop = arbiter::plugin::require_cuda_device();
   // The fatbinary holds sm_90a and sm_80 code and no PTX: Hopper sm_90 and Ampere/Ada
@@ -130,7 +141,7 @@ arbiter::plugin::Plugin make() {
                        std::to_string(CUDART_VERSION % 1000 / 10) + ", sm_" + std::to_string(prop.major) +
                        std::to_string(prop.minor))
       .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
-                   "accesses, a split-K decode GEMM");
+                   "accesses, a split-K decode GEMM, an mma.sync tensor-core GEMM");
 
   plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
                     .supports(row_limits)
@@ -153,6 +164,12 @@ arbiter::plugin::Plugin make() {
                       const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
                       check(arbiter::cuda::launch_gemm_splitk(g, static_cast<cudaStream_t>(l.stream)),
                             "gemm_decode_splitk");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("gemm_mma_sm80", ARB_OP_GEMM, kDLCUDA)
+                    .supports(tensor_core_limits)
+                    .launch([](const Launch& l) {
+                      const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
+                      check(arbiter::cuda::launch_gemm_sm80(g, static_cast<cudaStream_t>(l.stream)), "gemm_mma_sm80");
                     }));
   return plugin;
 }

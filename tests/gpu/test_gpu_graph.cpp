@@ -105,6 +105,21 @@ TEST_CASE("a tuned gemm + rmsnorm captured into a CUDA graph replays with the ri
   CUDA_REQUIRE(cudaGraphExecDestroy(exec));
   CUDA_REQUIRE(cudaGraphDestroy(graph));
   CUDA_REQUIRE(cudaStreamDestroy(stream));
+
+  // The first call on a fresh stream, captured: it either needs no workspace and is
+  // recorded, or fails with a clear message; the capture itself must survive either way.
+  cudaStream_t fresh;
+  CUDA_REQUIRE(cudaStreamCreateWithFlags(&fresh, cudaStreamNonBlocking));
+  cudaGraph_t fresh_graph = nullptr;
+  CUDA_REQUIRE(cudaStreamBeginCapture(fresh, cudaStreamCaptureModeGlobal));
+  const arb_status fresh_status = arb_gemm(context, &gemm, fresh);
+  const std::string fresh_error = fresh_status == ARB_OK ? "" : arb_last_error();
+  CUDA_REQUIRE(cudaStreamEndCapture(fresh, &fresh_graph));
+  CAPTURE(fresh_error);
+  CHECK((fresh_status == ARB_OK ||
+         (fresh_status == ARB_ERR_INVALID_ARGUMENT && fresh_error.find("captured into a graph") != std::string::npos)));
+  CUDA_REQUIRE(cudaGraphDestroy(fresh_graph));
+  CUDA_REQUIRE(cudaStreamDestroy(fresh));
   CHECK(arb_context_destroy(context) == ARB_OK);
   CHECK(std::filesystem::file_size(table) > 0);  // the tuned choices were written
   std::filesystem::remove(table);
