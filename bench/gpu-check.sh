@@ -2,7 +2,8 @@
 # The GPU check, in one go on a machine with a CUDA GPU, within 8 minutes on an H200:
 #   1. configure a Release build for sm_90a and build it with every core;
 #   2. run the GPU tests (CTest label `gpu`) and the CPU tests;
-#   3. tune the Llama-3 suites on the GPU, writing a tuning table, and benchmark them
+#   3. tune the square-GEMM and Llama-3 suites on the GPU, writing a tuning table, and
+#      benchmark them
 #      (bench/gpu_suite.cpp: copy bandwidth, every plugin per shape, the winner and its
 #      speedup over cuBLASLt's heuristic, the cost of dispatch at ~10 us);
 #   4. print a short table last.
@@ -64,9 +65,10 @@ grep -E "tests passed|tests failed" "$logs/cpu-tests.log"
 
 left=$((budget_s - $(elapsed)))
 [ $left -lt 90 ] && left=90
-step "tune and benchmark the Llama-3 suites on the GPU (at most ${left} s)"
+step "tune and benchmark the square-GEMM and Llama-3 suites on the GPU (at most ${left} s)"
 # No new problem starts after the deadline; the report is rewritten after every problem.
-timeout "$left" "$build/bin/arbiter_bench_gpu" --suite=bench/suites/llama3-8b.toml --suite=bench/suites/llama3-70b.toml \
+timeout "$left" "$build/bin/arbiter_bench_gpu" --suite=bench/suites/square-gemm.toml \
+  --suite=bench/suites/llama3-8b.toml --suite=bench/suites/llama3-70b.toml \
   --out="$out" --table="$out/tuning-table.toml" --budget-ms=60 --deadline-s=$((left - 40)) \
   >"$logs/bench-table.txt" 2>"$logs/bench-progress.log"
 bench_rc=$?

@@ -5,6 +5,7 @@
 //   rmsnorm_vec16       RMSNorm (+ fused residual), a row per block in registers, 16-byte accesses
 //   softmax_vec16       softmax, the same layout
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
+//   gemm_wgmma_sm90     Hopper GEMM: TMA, an mbarrier pipeline, warp-specialised wgmma, persistent grid
 //   gemm_mma_sm80       tensor-core GEMM (mma.sync, cp.async, ldmatrix) for sm_80 and up
 #include <arbiter/plugin.hpp>
 
@@ -141,7 +142,7 @@ arbiter::plugin::Plugin make() {
                        std::to_string(CUDART_VERSION % 1000 / 10) + ", sm_" + std::to_string(prop.major) +
                        std::to_string(prop.minor))
       .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
-                   "accesses, a split-K decode GEMM, an mma.sync tensor-core GEMM");
+                   "accesses, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
 
   plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
                     .supports(row_limits)
@@ -164,6 +165,17 @@ arbiter::plugin::Plugin make() {
                       const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
                       check(arbiter::cuda::launch_gemm_splitk(g, static_cast<cudaStream_t>(l.stream)),
                             "gemm_decode_splitk");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("gemm_wgmma_sm90", ARB_OP_GEMM, kDLCUDA)
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (device.major != 9) return why.no("Hopper (sm_90a) only");
+                      if (!tensor_core_limits(p, why)) return false;
+                      if (p.m > 0x7fffffff || p.n > 0x7fffffff || p.k > 0x7fffffff) return why.no("sizes above 2^31 - 1");
+                      return true;
+                    })
+                    .launch([](const Launch& l) {
+                      const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
+                      check(arbiter::cuda::launch_gemm_sm90(g, static_cast<cudaStream_t>(l.stream)), "gemm_wgmma_sm90");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("gemm_mma_sm80", ARB_OP_GEMM, kDLCUDA)
                     .supports(tensor_core_limits)

@@ -1,0 +1,181 @@
+// Hopper GEMM (sm_90a): D[m,n] = epilogue(A[m,k] . B[n,k]^T), f16 or bf16, f32 accumulation.
+//   - TMA (cp.async.bulk.tensor) brings 128 x 64 tiles of A and B into shared memory with
+//     128-byte swizzling, zero-filled past the edges of m, n and k;
+//   - a 4-stage pipeline of mbarriers: `full` (the copies of a stage landed: one arrival
+//     with the byte count, then the TMA transactions) and `empty` (all 256 consumer
+//     threads are done reading the stage);
+//   - warp specialisation: warpgroup 0 is the producer (one thread issues the copies),
+//     warpgroups 1 and 2 are consumers, each computing 64 rows x 128 columns with
+//     wgmma.m64n128k16 straight from shared memory;
+//   - a persistent grid (one block per SM at most) walking the 128 x 128 output tiles, so
+//     the producer fetches the next tile's operands while the consumers finish the last;
+//   - the epilogue (alpha, beta * C, bias, activation) from the accumulators, bounds-checked.
+// Needs A [m,k] and B [n,k] (ta=0 tb=1), 16-byte aligned rows and addresses (TMA), k a
+// multiple of 8. The tensor maps are encoded on the host for each launch.
+#include "gemm_epilogue.cuh"
+#include "sm90_ptx.cuh"
+
+#include <mutex>
+
+namespace arbiter::cuda {
+namespace {
+
+constexpr int kBlockM = 128, kBlockN = 128, kBlockK = 64, kStages = 4;
+constexpr int kThreads = 384;  // 3 warpgroups: producer, 2 consumers
+constexpr int kTileABytes = kBlockM * kBlockK * 2, kTileBBytes = kBlockN * kBlockK * 2;
+constexpr int kStageBytes = kTileABytes + kTileBBytes;
+// Stages (each 1024-byte aligned, as 128-byte swizzling requires), then the barriers; plus
+// slack to align the dynamic shared memory base to 1024.
+constexpr int kBarrierOffset = kStages * kStageBytes;
+constexpr int kSharedBytes = kBarrierOffset + 2 * kStages * 8 + 1024;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, GemmArgs g) {
+#if defined(ARBITER_SM90)
+  using namespace sm90;
+  extern __shared__ unsigned char shared_raw[];
+  const uint32_t raw = shared_address(shared_raw);
+  const uint32_t base = (raw + 1023) & ~1023u;
+  auto tile_a = [&](int s) { return base + static_cast<uint32_t>(s * kStageBytes); };
+  auto tile_b = [&](int s) { return base + static_cast<uint32_t>(s * kStageBytes + kTileABytes); };
+  auto full = [&](int s) { return base + static_cast<uint32_t>(kBarrierOffset + s * 8); };
+  auto empty = [&](int s) { return base + static_cast<uint32_t>(kBarrierOffset + (kStages + s) * 8); };
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      barrier_init(full(s), 1);          // the producer's arrival (+ the TMA bytes)
+      barrier_init(empty(s), 2 * 128);   // every consumer thread
+    }
+    barrier_init_fence();
+  }
+  __syncthreads();
+
+  const int64_t tiles_m = (g.m + kBlockM - 1) / kBlockM, tiles = tiles_m * ((g.n + kBlockN - 1) / kBlockN);
+  const int k_tiles = static_cast<int>((g.k + kBlockK - 1) / kBlockK);
+  const int warpgroup = threadIdx.x / 128;
+
+  if (warpgroup == 0) {
+    // Producer: one thread walks the same tiles and k-steps as the consumers, filling
+    // stage after stage as they are released.
+    if (threadIdx.x != 0) return;
+    uint32_t step = 0;  // k-tiles issued by this block so far
+    for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      const int32_t m0 = static_cast<int32_t>((tile % tiles_m) * kBlockM);
+      const int32_t n0 = static_cast<int32_t>((tile / tiles_m) * kBlockN);
+      for (int kt = 0; kt < k_tiles; ++kt, ++step) {
+        const int s = static_cast<int>(step % kStages);
+        const uint32_t round = step / kStages;
+        barrier_wait(empty(s), (round & 1) ^ 1);  // round 0: free from the start
+        barrier_expect_bytes(full(s), kStageBytes);
+        tma_load_2d(tile_a(s), &map_a, full(s), kt * kBlockK, m0);
+        tma_load_2d(tile_b(s), &map_b, full(s), kt * kBlockK, n0);
+      }
+    }
+    return;
+  }
+
+  // Consumers: warpgroup 1 takes rows 0-63 of each tile, warpgroup 2 rows 64-127.
+  const int half = warpgroup - 1;
+  const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+  uint32_t step = 0;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int64_t m0 = (tile % tiles_m) * kBlockM;
+    const int64_t n0 = (tile / tiles_m) * kBlockN;
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) d[i] = 0.0f;
+    // One k-tile's wgmmas stay in flight while the next tile's are issued; a stage is
+    // released once the group that read it has completed.
+    int previous = -1;
+    for (int kt = 0; kt < k_tiles; ++kt, ++step) {
+      const int s = static_cast<int>(step % kStages);
+      barrier_wait(full(s), (step / kStages) & 1);
+      wgmma_fence();  // orders the accumulators' earlier writes (the zeroing) before the wgmmas
+#pragma unroll
+      for (int kk = 0; kk < kBlockK / 16; ++kk) {
+        // 32 bytes = 16 elements along k per step; this half's rows start 64 rows (8 KiB) in.
+        const uint64_t desc_a = descriptor(tile_a(s) + static_cast<uint32_t>(half * 64 * 128 + kk * 32));
+        const uint64_t desc_b = descriptor(tile_b(s) + static_cast<uint32_t>(kk * 32));
+        wgmma_m64n128k16<T>(d, desc_a, desc_b);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // the previous k-tile's group is done: its stage is no longer read
+      if (previous >= 0) barrier_arrive(empty(previous));
+      previous = s;
+    }
+    wgmma_wait<0>();  // the accumulators are final
+    if (previous >= 0) barrier_arrive(empty(previous));
+    // d[4 j + f]: row warp * 16 + lane / 4 + 8 (f / 2), column 8 j + 2 (lane % 4) + f % 2.
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        const int64_t row = m0 + half * 64 + warp * 16 + lane / 4 + 8 * (f / 2);
+        const int64_t col = n0 + 8 * j + 2 * (lane % 4) + f % 2;
+        if (row < g.m && col < g.n) store_output<T>(g, row, col, d[4 * j + f]);
+      }
+  }
+#else
+  __trap();  // built for sm_90a only; supports() never sends another GPU here
+#endif
+}
+
+// cuTensorMapEncodeTiled, found through the runtime (no link to the driver library).
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encode_tiled() {
+  static EncodeTiled function = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      return static_cast<EncodeTiled>(nullptr);
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return function;
+}
+
+// A [rows, k] row-major matrix as 128 x 64 boxes (k inner), 128-byte swizzled.
+bool make_map(CUtensorMap& map, const void* data, int64_t rows, int64_t k, int64_t ld, Dtype dtype) {
+  const EncodeTiled encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};  // bytes between rows
+  const cuuint32_t box[2] = {kBlockK, kBlockM};
+  const cuuint32_t element_strides[2] = {1, 1};
+  return encode(&map, dtype == Dtype::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <typename T>
+cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
+  static std::once_flag opted_in;
+  static cudaError_t opt_in = cudaSuccess;
+  std::call_once(opted_in, [] {
+    opt_in = cudaFuncSetAttribute(gemm_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+  });
+  if (opt_in != cudaSuccess) return opt_in;
+  CUtensorMap map_a, map_b;
+  if (!make_map(map_a, g.a, g.m, g.k, g.lda, g.dtype) || !make_map(map_b, g.b, g.n, g.k, g.ldb, g.dtype))
+    return cudaErrorInvalidValue;
+  const int64_t tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(tiles, std::max(g.sm_count, 1)));
+  gemm_sm90_kernel<T><<<blocks, kThreads, kSharedBytes, stream>>>(map_a, map_b, g);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_gemm_sm90(const GemmArgs& g, cudaStream_t stream) {
+  if (g.m < 1 || g.n < 1 || g.k < 1 || g.m > 0x7fffffff || g.n > 0x7fffffff || g.k > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  return g.dtype == Dtype::f16 ? launch_typed<__half>(g, stream) : launch_typed<__nv_bfloat16>(g, stream);
+}
+
+}  // namespace arbiter::cuda
