@@ -15,7 +15,7 @@
 #include "gemm_epilogue.cuh"
 #include "sm90_ptx.cuh"
 
-#include <mutex>
+#include <algorithm>
 
 namespace arbiter::cuda {
 namespace {
@@ -91,6 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int kt = 0; kt < k_tiles; ++kt, ++step) {
       const int s = static_cast<int>(step % kStages);
       barrier_wait(full(s), (step / kStages) & 1);
+      fence_operands(d);
       wgmma_fence();  // orders the accumulators' earlier writes (the zeroing) before the wgmmas
 #pragma unroll
       for (int kk = 0; kk < kBlockK / 16; ++kk) {
@@ -101,10 +102,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous k-tile's group is done: its stage is no longer read
+      fence_operands(d);
       if (previous >= 0) barrier_arrive(empty(previous));
       previous = s;
     }
     wgmma_wait<0>();  // the accumulators are final
+    fence_operands(d);
     if (previous >= 0) barrier_arrive(empty(previous));
     // d[4 j + f]: row warp * 16 + lane / 4 + 8 (f / 2), column 8 j + 2 (lane % 4) + f % 2.
 #pragma unroll
@@ -155,11 +158,9 @@ bool make_map(CUtensorMap& map, const void* data, int64_t rows, int64_t k, int64
 
 template <typename T>
 cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
-  static std::once_flag opted_in;
-  static cudaError_t opt_in = cudaSuccess;
-  std::call_once(opted_in, [] {
-    opt_in = cudaFuncSetAttribute(gemm_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
-  });
+  // Every launch (cheap): a context reset would drop an attribute set once per process.
+  const cudaError_t opt_in =
+      cudaFuncSetAttribute(gemm_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (opt_in != cudaSuccess) return opt_in;
   CUtensorMap map_a, map_b;
   if (!make_map(map_a, g.a, g.m, g.k, g.lda, g.dtype) || !make_map(map_b, g.b, g.n, g.k, g.ldb, g.dtype))

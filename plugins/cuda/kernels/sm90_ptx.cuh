@@ -78,6 +78,13 @@ __device__ __forceinline__ uint64_t descriptor(uint32_t address) {
   return d;
 }
 
+// Pins the accumulators in place around wgmma: the compiler may not move their reads or
+// writes across this point (CUTLASS's warpgroup_fence_operand).
+__device__ __forceinline__ void fence_operands(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>
