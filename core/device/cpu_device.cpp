@@ -84,6 +84,12 @@ class CpuDevice final : public Device {
   bool capturing(void*) const override { return false; }
   void synchronize_all() override {}
   std::unique_ptr<DeviceTimer> timer() override { return std::make_unique<CpuTimer>(); }
+  void* create_stream() override { return nullptr; }
+  void destroy_stream(void*) override {}
+  std::unique_ptr<DeviceGraph> capture(void*, const std::function<void()>&, std::string* why) override {
+    if (why) *why = "the CPU has no graphs: its launches run synchronously";
+    return nullptr;
+  }
   size_t last_level_cache_bytes() const override { return llc_bytes_; }
 
  private:

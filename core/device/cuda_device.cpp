@@ -44,6 +44,16 @@ class CudaTimer final : public DeviceTimer {
   cudaEvent_t start_{}, stop_{};
 };
 
+class CudaGraph final : public DeviceGraph {
+ public:
+  explicit CudaGraph(cudaGraphExec_t exec) : exec_(exec) {}
+  ~CudaGraph() override { cudaGraphExecDestroy(exec_); }
+  void launch(void* stream) override { check(cudaGraphLaunch(exec_, as_stream(stream)), "cudaGraphLaunch"); }
+
+ private:
+  cudaGraphExec_t exec_;
+};
+
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int id) : id_(id) {
@@ -93,6 +103,41 @@ class CudaDevice final : public Device {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   std::unique_ptr<DeviceTimer> timer() override { return std::make_unique<CudaTimer>(); }
+  void* create_stream() override {
+    check(cudaSetDevice(id_), "cudaSetDevice");
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    return stream;
+  }
+  void destroy_stream(void* stream) override {
+    if (stream != nullptr) cudaStreamDestroy(as_stream(stream));
+  }
+  std::unique_ptr<DeviceGraph> capture(void* stream, const std::function<void()>& work, std::string* why) override {
+    // Thread-local mode: other threads' work (other tuners, the application) is not affected.
+    cudaError_t status = cudaStreamBeginCapture(as_stream(stream), cudaStreamCaptureModeThreadLocal);
+    std::string failure;
+    if (status == cudaSuccess) {
+      try {
+        work();
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      cudaGraph_t graph = nullptr;
+      status = cudaStreamEndCapture(as_stream(stream), &graph);  // always ends the capture
+      if (failure.empty() && status == cudaSuccess && graph != nullptr) {
+        cudaGraphExec_t exec = nullptr;
+        status = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        if (status == cudaSuccess) return std::make_unique<CudaGraph>(exec);
+      } else if (graph != nullptr) {
+        cudaGraphDestroy(graph);
+      }
+    }
+    if (failure.empty()) failure = cudaGetErrorString(status);
+    cudaGetLastError();  // a failed capture leaves its error behind: not this thread's next call's
+    if (why) *why = failure;
+    return nullptr;
+  }
   size_t last_level_cache_bytes() const override { return llc_bytes_; }
 
  private:

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,14 @@ struct DeviceFingerprint {
   std::string id() const;  // a short stable hash of the three
 };
 
+// A sequence of launches recorded once and replayed as one (a CUDA graph): how the tuner
+// times kernels of a few microseconds without the host's launch cost (DESIGN.md section 5).
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  virtual void launch(void* stream) = 0;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
@@ -65,6 +74,14 @@ class Device {
   // Waits for all work on the device, every stream (before unloading what launched it).
   virtual void synchronize_all() = 0;
   virtual std::unique_ptr<DeviceTimer> timer() = 0;
+  // A stream of the caller's own, destroyed with destroy_stream (nullptr on the CPU, where
+  // work is synchronous).
+  virtual void* create_stream() = 0;
+  virtual void destroy_stream(void* stream) = 0;
+  // Records what `work` enqueues on `stream` (the calling thread's launches only) into a
+  // graph. nullptr, with the reason in *why, when the device has no graphs or the work
+  // cannot be captured; the stream is usable again either way.
+  virtual std::unique_ptr<DeviceGraph> capture(void* stream, const std::function<void()>& work, std::string* why) = 0;
   // Bytes of the last-level cache that timing must rotate buffers past.
   virtual size_t last_level_cache_bytes() const = 0;
 };

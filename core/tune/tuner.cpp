@@ -10,10 +10,12 @@
 #include <arbiter/float16.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 
 namespace arbiter {
@@ -37,10 +39,14 @@ TimingStats statistics(std::vector<double> samples) {
   return s;
 }
 
-// The buffer sets launches rotate through, and how to time a batch of launches.
+// The buffer sets launches rotate through, and how to time a batch of launches. On a GPU a
+// batch is captured once into a graph and replayed (DESIGN.md section 5: kernels of a few
+// microseconds are timed without the host's launch cost); a kernel whose launches cannot
+// be captured is timed by direct launches on the same stream, and the method says so.
 class Bench {
  public:
-  Bench(Device& device, const arb_problem& problem, bool cold) : device_(device), problem_(problem) {
+  Bench(Device& device, const arb_problem& problem, bool cold)
+      : device_(device), problem_(problem), stream_(device.create_stream()) {
     ProblemBuffers host(problem, 1.0f, problem.has_c ? 0.5f : 0.0f, 1e-5f);
     host.randomize(42, Distribution::uniform);  // never zeros
     sets_.push_back(std::make_unique<DeviceOperands>(device, host, nullptr));
@@ -50,31 +56,90 @@ class Bench {
     while (sets_.size() < wanted) sets_.push_back(std::make_unique<DeviceOperands>(device, host, nullptr));
     device.synchronize(nullptr);
   }
+  ~Bench() {
+    try {
+      device_.synchronize(stream_);  // nothing may still run when the sets are freed
+    } catch (const std::exception&) {
+    }
+    graphs_.clear();
+    device_.destroy_stream(stream_);
+  }
+  Bench(const Bench&) = delete;
+  Bench& operator=(const Bench&) = delete;
 
   size_t set_count() const { return sets_.size(); }
   size_t total_bytes() const { return sets_.size() * sets_[0]->bytes(); }
+  // Kernels timed by direct launches although the device has graphs, and why.
+  const std::vector<std::string>& uncaptured() const { return uncaptured_; }
 
   // Seconds per launch over `batch` launches, rotating the sets. Throws on kernel failure.
   double sample(const KernelRecord& kernel, int64_t batch, DeviceMemory& workspace, size_t workspace_bytes) {
     auto timer = device_.timer();
-    timer->start(nullptr);
-    for (int64_t i = 0; i < batch; ++i) {
-      const arb_operands& operands = sets_[next_++ % sets_.size()]->operands();
-      char message[256];
-      message[0] = '\0';
-      const arb_status status = kernel.abi.launch(kernel.abi.ctx, &problem_, &operands, workspace.data(),
-                                                  workspace_bytes, nullptr, message, sizeof message);
-      if (status != ARB_OK) throw std::runtime_error(fmt::format("launch failed: {}", message));
+    if (DeviceGraph* graph = graph_for(kernel, batch, workspace, workspace_bytes)) {
+      timer->start(stream_);
+      graph->launch(stream_);
+      timer->stop(stream_);
+      return timer->seconds() / static_cast<double>(batch);
     }
-    timer->stop(nullptr);
+    timer->start(stream_);
+    for (int64_t i = 0; i < batch; ++i) launch(kernel, next_++ % sets_.size(), workspace, workspace_bytes);
+    timer->stop(stream_);
     return timer->seconds() / static_cast<double>(batch);
   }
 
  private:
+  void launch(const KernelRecord& kernel, size_t set, DeviceMemory& workspace, size_t workspace_bytes) {
+    char message[256];
+    message[0] = '\0';
+    const arb_status status = kernel.abi.launch(kernel.abi.ctx, &problem_, &sets_[set]->operands(), workspace.data(),
+                                                workspace_bytes, stream_, message, sizeof message);
+    if (status != ARB_OK) throw std::runtime_error(fmt::format("launch failed: {}", message));
+  }
+
+  // The kernel's graphs for this batch size: graph g launches sets g * batch onwards, so
+  // that successive samples still rotate through every set. Built as samples ask for them
+  // (at most kMaxGraphs); nullptr when the device has no graphs or capturing failed.
+  struct KernelGraphs {
+    int64_t batch = 0;
+    std::vector<std::unique_ptr<DeviceGraph>> graphs;
+    size_t next = 0;
+    bool unavailable = false;
+  };
+  static constexpr size_t kMaxGraphs = 64;
+
+  DeviceGraph* graph_for(const KernelRecord& kernel, int64_t batch, DeviceMemory& workspace, size_t workspace_bytes) {
+    if (stream_ == nullptr) return nullptr;  // the CPU: launches are synchronous anyway
+    KernelGraphs& k = graphs_[&kernel];
+    if (k.unavailable) return nullptr;
+    if (k.batch != batch) k = KernelGraphs{batch, {}, 0, false};
+    const size_t groups = std::min(kMaxGraphs, (sets_.size() + static_cast<size_t>(batch) - 1) / static_cast<size_t>(batch));
+    const size_t index = k.next++ % groups;
+    if (index < k.graphs.size()) return k.graphs[index].get();
+    std::string why;
+    auto graph = device_.capture(
+        stream_,
+        [&] {
+          for (int64_t i = 0; i < batch; ++i)
+            launch(kernel, (index * static_cast<size_t>(batch) + static_cast<size_t>(i)) % sets_.size(), workspace,
+                   workspace_bytes);
+        },
+        &why);
+    if (graph == nullptr) {
+      k.unavailable = true;
+      uncaptured_.push_back(kernel.name + " (" + why + ")");
+      return nullptr;
+    }
+    k.graphs.push_back(std::move(graph));
+    return k.graphs.back().get();
+  }
+
   Device& device_;
   arb_problem problem_;
+  void* stream_;  // the tuner's own; nullptr on the CPU
   std::vector<std::unique_ptr<DeviceOperands>> sets_;
   size_t next_ = 0;
+  std::map<const KernelRecord*, KernelGraphs> graphs_;
+  std::vector<std::string> uncaptured_;
 };
 
 // One candidate being timed.
@@ -323,11 +388,15 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
   }
   result.method = fmt::format(
       "{} timer, {} warm-up launches, screening at {:.1f}x, median of >= {} samples within {} ms, the top 3 "
-      "re-timed interleaved; each sample a batch of launches of >= {:.0f} us; cache {}: {} buffer sets, {:.1f} MiB "
+      "re-timed interleaved; each sample a batch of launches of >= {:.0f} us{}; cache {}: {} buffer sets, {:.1f} MiB "
       "(LLC {:.1f} MiB); inputs uniform[-1,1]",
       problem.device_type == kDLCPU ? "steady_clock" : "event", config_.warmup, config_.screen_factor,
-      config_.min_samples, config_.budget_ms, kSampleSeconds * 1e6, cold ? "cold" : "warm", bench.set_count(),
-      static_cast<double>(bench.total_bytes()) / (1 << 20),
+      config_.min_samples, config_.budget_ms, kSampleSeconds * 1e6,
+      problem.device_type == kDLCPU ? ""
+      : bench.uncaptured().empty()
+          ? ", replayed as a CUDA graph"
+          : fmt::format(", replayed as a CUDA graph (direct launches for {})", fmt::join(bench.uncaptured(), "; ")),
+      cold ? "cold" : "warm", bench.set_count(), static_cast<double>(bench.total_bytes()) / (1 << 20),
       static_cast<double>(device.last_level_cache_bytes()) / (1 << 20));
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return result;

@@ -77,3 +77,29 @@ TEST_CASE("device workspace: one buffer per thread and stream, reused") {
   CUDA_REQUIRE(cudaStreamDestroy(s1));
   CUDA_REQUIRE(cudaStreamDestroy(s2));
 }
+
+TEST_CASE("CUDA device: a captured graph replays the work; uncapturable work says why") {
+  const auto device = make_cuda_device(0, nullptr);
+  REQUIRE(device != nullptr);
+  void* stream = device->create_stream();
+  REQUIRE(stream != nullptr);
+  const size_t bytes = 4096;
+  DeviceMemory a = device->allocate(bytes), b = device->allocate(bytes);
+  std::vector<uint32_t> host(bytes / 4, 0x12345678u), back(bytes / 4, 0);
+  device->upload(a.data(), host.data(), bytes, stream);
+  std::string why;
+  auto graph = device->capture(stream, [&] { device->copy(b.data(), a.data(), bytes, stream); }, &why);
+  REQUIRE_MESSAGE(graph != nullptr, why);
+  device->fill(b.data(), 0, bytes, stream);
+  graph->launch(stream);  // the copy happens only now
+  device->download(back.data(), b.data(), bytes, stream);
+  CHECK(back == host);
+
+  // A synchronising call cannot be captured: no graph, a reason, and the stream still works.
+  auto broken = device->capture(stream, [&] { device->download(back.data(), b.data(), bytes, stream); }, &why);
+  CHECK(broken == nullptr);
+  CHECK_FALSE(why.empty());
+  device->download(back.data(), b.data(), bytes, stream);
+  CHECK(back == host);
+  device->destroy_stream(stream);
+}
