@@ -72,6 +72,13 @@ class Bench {
   // Kernels timed by direct launches although the device has graphs, and why.
   const std::vector<std::string>& uncaptured() const { return uncaptured_; }
 
+  // One direct launch, waited for: first-use costs (module loading, a library handle made on
+  // this thread) happen here, outside any timing or graph capture. Throws on failure.
+  void warm(const KernelRecord& kernel, DeviceMemory& workspace, size_t workspace_bytes) {
+    launch(kernel, next_++ % sets_.size(), workspace, workspace_bytes);
+    device_.synchronize(stream_);
+  }
+
   // Seconds per launch over `batch` launches, rotating the sets. Throws on kernel failure.
   double sample(const KernelRecord& kernel, int64_t batch, DeviceMemory& workspace, size_t workspace_bytes) {
     auto timer = device_.timer();
@@ -247,11 +254,15 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
   //    over a millisecond and 10x the best first launch so far is dropped right there (an
   //    fp64 reference on a large problem would otherwise take minutes to warm up).
   double best_first = INFINITY;
-  const bool lazy_loading = problem.device_type != kDLCPU;  // CUDA loads a module at its first launch
   for (Contender& t : contenders) {
-    if (lazy_loading) {
-      if (!run_sample(t)) continue;
-      t.samples.clear();  // untimed: module loading is not the kernel's time
+    if (problem.device_type != kDLCPU) {  // CUDA loads a module at its first launch
+      try {
+        bench.warm(*t.candidate->kernel, t.workspace, t.workspace_bytes);
+      } catch (const std::exception& e) {
+        t.candidate->status = std::string("failed while timed: ") + e.what();
+        t.candidate->verdict.passed = false;
+        continue;
+      }
     }
     if (!run_sample(t)) continue;
     const double first = t.samples.front();
