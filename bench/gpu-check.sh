@@ -26,8 +26,13 @@ start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
 step() { echo "== [$(elapsed) s] $*"; }
 
+# The GPU's state, at the start and at the end (DESIGN.md section 7: clocks at start and end).
+gpu_state() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw \
+    --format=csv 2>&1 | sed "s/^/$1: /"
+}
 step "machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1 | tee "$logs/machine.txt"
+gpu_state start | tee "$logs/machine.txt"
 nproc | sed 's/^/cores: /' | tee -a "$logs/machine.txt"
 
 step "configure (Release, sm_90a)"
@@ -76,8 +81,10 @@ bench_rc=$?
 [ $bench_rc -ne 0 ] && tail -15 "$logs/bench-progress.log"
 
 step "done"
+gpu_state end | tee -a "$logs/machine.txt"
 echo
 echo "GPU CHECK SUMMARY ($(elapsed) s): gpu tests rc=$gpu_tests_rc, cpu tests rc=$cpu_tests_rc, benchmark rc=$bench_rc" \
   "(0 = pass; tests 77 = skipped, no GPU; benchmark 1 = a bar missed, 2 = error, 124 = out of time)"
+cat "$logs/machine.txt"
 cat "$logs/bench-table.txt"
 [ $gpu_tests_rc -eq 0 ] && [ $cpu_tests_rc -eq 0 ] && [ $bench_rc -eq 0 ]

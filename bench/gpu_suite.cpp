@@ -259,6 +259,16 @@ struct Report {
         "\n- geometric-mean speedup over {} (gemm shapes): {:.3f}x over {} shapes; shapes where the tuned choice is "
         "slower than the baseline beyond the noise: {}\n",
         kBaseline, geomean(), gains().size(), below_baseline());
+    // The matmul ceiling of this run: the best gemm rate any kernel reached (DESIGN.md
+    // section 7: measured ceilings beside the numbers).
+    const Row* fastest = nullptr;
+    for (const Row& r : rows)
+      if (r.error.empty() && r.p.op == ARB_OP_GEMM && r.winner_median > 0 &&
+          (!fastest || flop_count(r.p) / r.winner_median > flop_count(fastest->p) / fastest->winner_median))
+        fastest = &r;
+    if (fastest)
+      md += fmt::format("- matmul rate: {:.1f} TFLOP/s, the best gemm rate of this run ({}, {})\n",
+                        flop_count(fastest->p) / fastest->winner_median * 1e-12, fastest->problem, fastest->winner);
     if (cost.direct > 0)
       md += fmt::format(
           "- dispatch cost ({}, kernel {}): direct {:.2f} us, through dispatch {:.2f} us per launch ({:+.2f}%); host "
