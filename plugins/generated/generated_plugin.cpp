@@ -107,9 +107,13 @@ void launch(const LoadedKernel& k, const Launch& l) {
   if (shared < 0) throw Error(ARB_ERR_KERNEL, "shared_bytes is negative");
   cudaStream_t stream = static_cast<cudaStream_t>(l.stream);
   const void* function = reinterpret_cast<const void*>(it->second);
-  if (shared > 48 * 1024)  // above the default limit a kernel must opt in (up to 227 KiB on Hopper)
-    check(cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-          "cudaFuncSetAttribute (dynamic shared memory)");
+  if (shared > 48 * 1024) {  // above the default limit a kernel must opt in (up to 227 KiB on Hopper)
+    cudaFuncAttributes attributes{};  // set only when missing: the query is harmless inside a graph capture
+    check(cudaFuncGetAttributes(&attributes, function), "cudaFuncGetAttributes");
+    if (attributes.maxDynamicSharedSizeBytes < shared)
+      check(cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+            "cudaFuncSetAttribute (dynamic shared memory)");
+  }
   cudaError_t status = cudaSuccess;
   switch (p.op) {
     case ARB_OP_GEMM: {

@@ -158,10 +158,13 @@ bool make_map(CUtensorMap& map, const void* data, int64_t rows, int64_t k, int64
 
 template <typename T>
 cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
-  // Every launch (cheap): a context reset would drop an attribute set once per process.
-  const cudaError_t opt_in =
-      cudaFuncSetAttribute(gemm_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
-  if (opt_in != cudaSuccess) return opt_in;
+  // The shared-memory opt-in, checked at every launch (a context reset drops it) but set only
+  // when missing: the query is harmless inside a graph capture, the setter need not be.
+  cudaFuncAttributes attributes{};
+  cudaError_t status = cudaFuncGetAttributes(&attributes, gemm_sm90_kernel<T>);
+  if (status == cudaSuccess && attributes.maxDynamicSharedSizeBytes < kSharedBytes)
+    status = cudaFuncSetAttribute(gemm_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
+  if (status != cudaSuccess) return status;
   CUtensorMap map_a, map_b;
   if (!make_map(map_a, g.a, g.m, g.k, g.lda, g.dtype) || !make_map(map_b, g.b, g.n, g.k, g.ldb, g.dtype))
     return cudaErrorInvalidValue;
