@@ -6,6 +6,7 @@
 //   softmax_vec16       softmax, the same layout
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
 //   gemm_wgmma_sm90     Hopper GEMM: TMA, an mbarrier pipeline, warp-specialised wgmma, persistent grid
+//   gemm_wgmma_sm90_n256  the same with 128 x 256 tiles (m64n256k16; setmaxnreg 40 / 232)
 //   gemm_mma_sm80       tensor-core GEMM (mma.sync, cp.async, ldmatrix) for sm_80 and up
 #include <arbiter/plugin.hpp>
 
@@ -166,17 +167,23 @@ arbiter::plugin::Plugin make() {
                       check(arbiter::cuda::launch_gemm_splitk(g, static_cast<cudaStream_t>(l.stream)),
                             "gemm_decode_splitk");
                     }));
-  plugin.kernel(arbiter::plugin::Kernel("gemm_wgmma_sm90", ARB_OP_GEMM, kDLCUDA)
-                    .supports([](const arb_problem& p, Why& why) {
-                      if (device.major != 9) return why.no("Hopper (sm_90a) only");
-                      if (!tensor_core_limits(p, why)) return false;
-                      if (p.m > 0x7fffffff || p.n > 0x7fffffff || p.k > 0x7fffffff) return why.no("sizes above 2^31 - 1");
-                      return true;
-                    })
-                    .launch([](const Launch& l) {
-                      const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
-                      check(arbiter::cuda::launch_gemm_sm90(g, static_cast<cudaStream_t>(l.stream)), "gemm_wgmma_sm90");
-                    }));
+  // Two tile widths of the Hopper GEMM: the tuner picks per shape.
+  for (const int block_n : {128, 256}) {
+    plugin.kernel(arbiter::plugin::Kernel(block_n == 128 ? "gemm_wgmma_sm90" : "gemm_wgmma_sm90_n256", ARB_OP_GEMM,
+                                          kDLCUDA)
+                      .supports([](const arb_problem& p, Why& why) {
+                        if (device.major != 9) return why.no("Hopper (sm_90a) only");
+                        if (!tensor_core_limits(p, why)) return false;
+                        if (p.m > 0x7fffffff || p.n > 0x7fffffff || p.k > 0x7fffffff)
+                          return why.no("sizes above 2^31 - 1");
+                        return true;
+                      })
+                      .launch([block_n](const Launch& l) {
+                        const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
+                        check(arbiter::cuda::launch_gemm_sm90(g, block_n, static_cast<cudaStream_t>(l.stream)),
+                              "gemm_wgmma_sm90");
+                      }));
+  }
   plugin.kernel(arbiter::plugin::Kernel("gemm_mma_sm80", ARB_OP_GEMM, kDLCUDA)
                     .supports(tensor_core_limits)
                     .launch([](const Launch& l) {

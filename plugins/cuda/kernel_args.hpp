@@ -56,7 +56,8 @@ cudaError_t launch_gemm_splitk(const GemmArgs& args, cudaStream_t stream);
 // mma.sync tensor-core GEMM for sm_80 and up (f16/bf16, A [m,k], B [n,k]).
 cudaError_t launch_gemm_sm80(const GemmArgs& args, cudaStream_t stream);
 
-// wgmma + TMA GEMM for sm_90a (f16/bf16, A [m,k], B [n,k]); tensor maps made on the host.
-cudaError_t launch_gemm_sm90(const GemmArgs& args, cudaStream_t stream);
+// wgmma + TMA GEMM for sm_90a (f16/bf16, A [m,k], B [n,k]) with 128 x block_n tiles
+// (block_n 128 or 256); tensor maps made on the host.
+cudaError_t launch_gemm_sm90(const GemmArgs& args, int block_n, cudaStream_t stream);
 
 }  // namespace arbiter::cuda

@@ -80,9 +80,21 @@ __device__ __forceinline__ uint64_t descriptor(uint32_t address) {
 
 // Pins the accumulators in place around wgmma: the compiler may not move their reads or
 // writes across this point (CUTLASS's warpgroup_fence_operand).
-__device__ __forceinline__ void fence_operands(float (&d)[64]) {
+template <int kCount>
+__device__ __forceinline__ void fence_operands(float (&d)[kCount]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < kCount; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Moves registers between warpgroups (all 128 threads of the warpgroup execute it): the
+// producer gives some up, the consumers take them, within the block's register budget.
+template <int kRegisters>
+__device__ __forceinline__ void registers_decrease() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+template <int kRegisters>
+__device__ __forceinline__ void registers_increase() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -98,6 +110,11 @@ __device__ __forceinline__ void wgmma_wait() {
 template <typename T>
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a, uint64_t desc_b);
 
+// Eight accumulators d[i] .. d[i + 7] as read-write asm operands.
+#define ARBITER_F8(d, i)                                                                                   \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
+
 // One wgmma.m64n128k16 with f32 accumulators for a 16-bit TYPE ("bf16" or "f16").
 #define ARBITER_WGMMA_M64N128K16(TYPE, d, desc_a, desc_b) \
   asm volatile( \
@@ -111,14 +128,8 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], uint64_t desc_a
       "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
       "%64, %65, accumulate, 1, 1, 0, 0;\n" \
       "}\n" \
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+      : ARBITER_F8(d, 0), ARBITER_F8(d, 8), ARBITER_F8(d, 16), ARBITER_F8(d, 24), \
+        ARBITER_F8(d, 32), ARBITER_F8(d, 40), ARBITER_F8(d, 48), ARBITER_F8(d, 56) \
       : "l"(desc_a), "l"(desc_b), "r"(1) \
       : "memory");
 
@@ -133,5 +144,47 @@ __device__ __forceinline__ void wgmma_m64n128k16<__half>(float (&d)[64], uint64_
 }
 
 #undef ARBITER_WGMMA_M64N128K16
+
+// One wgmma.m64n256k16 with f32 accumulators for a 16-bit TYPE ("bf16" or "f16").
+#define ARBITER_WGMMA_M64N256K16(TYPE, d, desc_a, desc_b) \
+  asm volatile( \
+      "{\n" \
+      ".reg .pred accumulate;\n" \
+      "setp.ne.b32 accumulate, %130, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " {" \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, " \
+      "%128, %129, accumulate, 1, 1, 0, 0;\n" \
+      "}\n" \
+      : ARBITER_F8(d, 0), ARBITER_F8(d, 8), ARBITER_F8(d, 16), ARBITER_F8(d, 24), \
+        ARBITER_F8(d, 32), ARBITER_F8(d, 40), ARBITER_F8(d, 48), ARBITER_F8(d, 56), \
+        ARBITER_F8(d, 64), ARBITER_F8(d, 72), ARBITER_F8(d, 80), ARBITER_F8(d, 88), \
+        ARBITER_F8(d, 96), ARBITER_F8(d, 104), ARBITER_F8(d, 112), ARBITER_F8(d, 120) \
+      : "l"(desc_a), "l"(desc_b), "r"(1) \
+      : "memory");
+
+// D[64 x 256] += A[64 x 16] . B[256 x 16]^T: as m64n128k16, with j up to 31.
+template <typename T>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_a, uint64_t desc_b);
+
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16<__nv_bfloat16>(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  ARBITER_WGMMA_M64N256K16("bf16", d, desc_a, desc_b);
+}
+
+template <>
+__device__ __forceinline__ void wgmma_m64n256k16<__half>(float (&d)[128], uint64_t desc_a, uint64_t desc_b) {
+  ARBITER_WGMMA_M64N256K16("f16", d, desc_a, desc_b);
+}
+
+#undef ARBITER_WGMMA_M64N256K16
+
+#undef ARBITER_F8
 
 }  // namespace arbiter::cuda::sm90
