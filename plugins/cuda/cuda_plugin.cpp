@@ -4,6 +4,7 @@
 // holds what each is measured against. Kernels:
 //   rmsnorm_vec16       RMSNorm (+ fused residual), a row per block in registers, 16-byte accesses
 //   softmax_vec16       softmax, the same layout
+//   softmax_cluster8    softmax of rows up to 8x wider (vocabularies): 8 blocks a row, sm_90a clusters
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
 //   gemm_wgmma_sm90     Hopper GEMM: TMA, an mbarrier pipeline, warp-specialised wgmma, persistent grid
 //   gemm_wgmma_sm90_n256  the same with 128 x 256 tiles (m64n256k16; setmaxnreg 40 / 232)
@@ -156,6 +157,25 @@ arbiter::plugin::Plugin make() {
                     .launch([](const Launch& l) {
                       check(arbiter::cuda::launch_softmax(row_args(l), static_cast<cudaStream_t>(l.stream)),
                             "softmax_vec16");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("softmax_cluster8", ARB_OP_SOFTMAX, kDLCUDA)
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (device.major != 9) return why.no("Hopper (sm_90a) only: thread-block clusters");
+                      if (!common_limits(p, why)) return false;
+                      const int64_t per_vector = 16 / static_cast<int64_t>(element_bytes(p.dtype));
+                      if (p.cols % per_vector != 0)
+                        return why.no("cols must be a multiple of %lld (16 bytes)", static_cast<long long>(per_vector));
+                      if (p.cols < 4096) return why.no("cols below 4096 (one block per row is enough)");
+                      const int64_t max_cols = arbiter::cuda::cluster_row_max_cols(static_cast<Dtype>(p.dtype));
+                      if (p.cols > max_cols)
+                        return why.no("cols above %lld (the row must fit 8 blocks' registers)",
+                                      static_cast<long long>(max_cols));
+                      if (p.rows > 0x7fffffff / 8) return why.no("more than 2^28 rows");
+                      return true;
+                    })
+                    .launch([](const Launch& l) {
+                      check(arbiter::cuda::launch_softmax_cluster(row_args(l), static_cast<cudaStream_t>(l.stream)),
+                            "softmax_cluster8");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("gemm_decode_splitk", ARB_OP_GEMM, kDLCUDA)
                     .supports(decode_limits)

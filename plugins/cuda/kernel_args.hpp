@@ -48,6 +48,10 @@ int64_t row_kernel_max_cols(Dtype dtype);
 cudaError_t launch_rmsnorm(const RowArgs& args, cudaStream_t stream);
 cudaError_t launch_softmax(const RowArgs& args, cudaStream_t stream);
 
+// Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
+int64_t cluster_row_max_cols(Dtype dtype);
+cudaError_t launch_softmax_cluster(const RowArgs& args, cudaStream_t stream);
+
 // Decode GEMM (m <= 16, B stored [n, k]): split-K over the weights, partial sums in the
 // workspace, reduced in a fixed order (deterministic).
 size_t splitk_workspace_bytes(const GemmArgs& args);
