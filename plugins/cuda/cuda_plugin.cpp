@@ -31,6 +31,7 @@ using arbiter::plugin::Why;
 struct DeviceInfo {
   int major = 0, minor = 0, sm_count = 0;
   std::string name;
+  bool clusters_of_8 = false;  // a cluster of 8 softmax_cluster8 blocks can be resident
 };
 DeviceInfo device;
 
@@ -135,7 +136,8 @@ arbiter::plugin::Plugin make() {
   if (!(prop.major == 9 && prop.minor == 0) && prop.major != 8)
     throw Error(ARB_ERR_UNSUPPORTED, "built for sm_90a and sm_80 only; this GPU is sm_" + std::to_string(prop.major) +
                                          std::to_string(prop.minor));
-  device = {prop.major, prop.minor, prop.multiProcessorCount, prop.name};
+  device = {prop.major, prop.minor, prop.multiProcessorCount, prop.name, false};
+  device.clusters_of_8 = prop.major == 9 && arbiter::cuda::softmax_cluster_fits();
 
   arbiter::plugin::Plugin plugin("cuda", "0.1.0");
   plugin.provenance(ARB_PROVENANCE_HAND_TUNED)
@@ -161,6 +163,7 @@ arbiter::plugin::Plugin make() {
   plugin.kernel(arbiter::plugin::Kernel("softmax_cluster8", ARB_OP_SOFTMAX, kDLCUDA)
                     .supports([](const arb_problem& p, Why& why) {
                       if (device.major != 9) return why.no("Hopper (sm_90a) only: thread-block clusters");
+                      if (!device.clusters_of_8) return why.no("a cluster of 8 blocks does not fit this GPU (MPS, MIG?)");
                       if (!common_limits(p, why)) return false;
                       const int64_t per_vector = 16 / static_cast<int64_t>(element_bytes(p.dtype));
                       if (p.cols % per_vector != 0)
@@ -201,7 +204,7 @@ arbiter::plugin::Plugin make() {
                       .launch([block_n](const Launch& l) {
                         const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
                         check(arbiter::cuda::launch_gemm_sm90(g, block_n, static_cast<cudaStream_t>(l.stream)),
-                              "gemm_wgmma_sm90");
+                              block_n == 128 ? "gemm_wgmma_sm90" : "gemm_wgmma_sm90_n256");
                       }));
   }
   plugin.kernel(arbiter::plugin::Kernel("gemm_mma_sm80", ARB_OP_GEMM, kDLCUDA)

@@ -50,6 +50,7 @@ cudaError_t launch_softmax(const RowArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);
+bool softmax_cluster_fits();  // can a cluster of 8 such blocks be resident on this GPU?
 cudaError_t launch_softmax_cluster(const RowArgs& args, cudaStream_t stream);
 
 // Decode GEMM (m <= 16, B stored [n, k]): split-K over the weights, partial sums in the

@@ -193,6 +193,10 @@ cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
     status =
         cudaFuncSetAttribute(gemm_sm90_kernel<T, kBlockN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSharedBytes);
   if (status != cudaSuccess) return status;
+  // setmaxnreg.inc waits until the block's pool can give 232 registers to each consumer
+  // thread: with fewer than 168 a thread at launch it would wait forever. ptxas gives 168
+  // under __launch_bounds__(384, 1); anything else (a -maxrregcount) is refused here.
+  if (kBlockN == 256 && attributes.numRegs != 168) return cudaErrorInvalidConfiguration;
   CUtensorMap map_a, map_b;
   if (!make_map(map_a, g.a, g.m, g.k, g.lda, g.dtype, kBlockM) ||
       !make_map(map_b, g.b, g.n, g.k, g.ldb, g.dtype, kBlockN))

@@ -15,9 +15,16 @@ namespace {
 
 constexpr int kClusterBlocks = 8;  // the portable cluster size
 
+// The cluster shape is part of the kernel for sm_90 (and the host's view of it); device
+// code for older architectures, which have no clusters, is built without it.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define ARBITER_CLUSTER_OF_8 __cluster_dims__(kClusterBlocks, 1, 1)
+#else
+#define ARBITER_CLUSTER_OF_8
+#endif
+
 template <typename T, int kVectors>
-__global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowMaxThreads)
-    softmax_cluster_kernel(RowArgs args) {
+__global__ void ARBITER_CLUSTER_OF_8 __launch_bounds__(kRowMaxThreads) softmax_cluster_kernel(RowArgs args) {
 #if defined(ARBITER_SM90)
   namespace cg = cooperative_groups;
   using V = Vec16<T>;
@@ -79,7 +86,21 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kRowMax
 
 }  // namespace
 
+#undef ARBITER_CLUSTER_OF_8
+
 int64_t cluster_row_max_cols(Dtype dtype) { return kClusterBlocks * row_kernel_max_cols(dtype); }
+
+bool softmax_cluster_fits() {
+  // The widest variant (8 vectors a thread, 512 threads): can one cluster of 8 be resident?
+  // Not always, under MPS or on a MIG slice with few SMs.
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kClusterBlocks);
+  config.blockDim = dim3(kRowMaxThreads);
+  int clusters = 0;
+  return cudaOccupancyMaxActiveClusters(&clusters, softmax_cluster_kernel<__nv_bfloat16, kRowMaxVectors>, &config) ==
+             cudaSuccess &&
+         clusters > 0;
+}
 
 cudaError_t launch_softmax_cluster(const RowArgs& args, cudaStream_t stream) {
   if (args.rows < 1 || args.rows > 0x7fffffff / kClusterBlocks) return cudaErrorInvalidValue;
