@@ -78,7 +78,7 @@ TEST_CASE("device workspace: one buffer per thread and stream, reused") {
   CUDA_REQUIRE(cudaStreamDestroy(s2));
 }
 
-TEST_CASE("CUDA device: a captured graph replays the work; uncapturable work says why") {
+TEST_CASE("CUDA device: a captured graph replays the work, and uncapturable work says why") {
   const auto device = make_cuda_device(0, nullptr);
   REQUIRE(device != nullptr);
   void* stream = device->create_stream();
