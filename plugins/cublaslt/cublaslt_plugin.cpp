@@ -9,7 +9,7 @@
 #include <arbiter/plugin.hpp>
 
 #include "algo_config.hpp"
-#include "cuda_device_required.hpp"
+#include "cuda_plugin_support.hpp"
 #include "lt_problem.hpp"
 
 #include <cuda_runtime.h>

@@ -11,7 +11,7 @@
 //   gemm_mma_sm80       tensor-core GEMM (mma.sync, cp.async, ldmatrix) for sm_80 and up
 #include <arbiter/plugin.hpp>
 
-#include "cuda_device_required.hpp"
+#include "cuda_plugin_support.hpp"
 #include "kernel_args.hpp"
 
 #include <cuda_runtime.h>
@@ -23,6 +23,7 @@ namespace {
 using arbiter::cuda::Dtype;
 using arbiter::cuda::GemmArgs;
 using arbiter::cuda::RowArgs;
+using arbiter::plugin::check_cuda;
 using arbiter::plugin::Error;
 using arbiter::plugin::Launch;
 using arbiter::plugin::Why;
@@ -34,10 +35,6 @@ struct DeviceInfo {
   bool clusters_of_8 = false;  // a cluster of 8 softmax_cluster8 blocks can be resident
 };
 DeviceInfo device;
-
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) throw Error(ARB_ERR_KERNEL, std::string(what) + ": " + cudaGetErrorString(status));
-}
 
 size_t element_bytes(int32_t dtype) { return dtype == ARB_DTYPE_F32 ? 4 : 2; }
 
@@ -51,14 +48,25 @@ bool common_limits(const arb_problem& p, Why& why) {
   return true;
 }
 
-bool row_limits(const arb_problem& p, Why& why) {
-  if (!common_limits(p, why)) return false;
+// Is `count` (cols, or k) a whole number of 16-byte vectors of the dtype?
+bool whole_vectors(const arb_problem& p, int64_t count, const char* name, Why& why) {
   const int64_t per_vector = 16 / static_cast<int64_t>(element_bytes(p.dtype));
-  if (p.cols % per_vector != 0) return why.no("cols must be a multiple of %lld (16 bytes)", static_cast<long long>(per_vector));
-  const int64_t max_cols = arbiter::cuda::row_kernel_max_cols(static_cast<Dtype>(p.dtype));
-  if (p.cols > max_cols) return why.no("cols above %lld (the row must fit one block's registers)", static_cast<long long>(max_cols));
-  if (p.rows > 0x7fffffff) return why.no("more than 2^31 - 1 rows");
+  if (count % per_vector == 0) return true;
+  return why.no("%s must be a multiple of %lld (16 bytes)", name, static_cast<long long>(per_vector));
+}
+
+// The row kernels: rows of whole 16-byte vectors, at most max_cols wide (what fits the
+// registers of the blocks one row gets), at most max_rows of them (the grid's limit).
+bool row_limits(const arb_problem& p, Why& why, int64_t max_cols, const char* fit, int64_t max_rows) {
+  if (!common_limits(p, why) || !whole_vectors(p, p.cols, "cols", why)) return false;
+  if (p.cols > max_cols) return why.no("cols above %lld (the row must fit %s)", static_cast<long long>(max_cols), fit);
+  if (p.rows > max_rows) return why.no("more than %lld rows", static_cast<long long>(max_rows));
   return true;
+}
+
+bool one_block_row_limits(const arb_problem& p, Why& why) {
+  return row_limits(p, why, arbiter::cuda::row_kernel_max_cols(static_cast<Dtype>(p.dtype)), "one block's registers",
+                    0x7fffffff);
 }
 
 RowArgs row_args(const Launch& l) {
@@ -114,9 +122,7 @@ bool decode_limits(const arb_problem& p, Why& why) {
   if (!common_limits(p, why)) return false;
   if (p.m > 16) return why.no("m above 16 (decode shapes)");
   if (p.trans_a != 0 || p.trans_b != 1) return why.no("A [m, k] and B [n, k] only (ta=0 tb=1)");
-  const int64_t per_vector = 16 / static_cast<int64_t>(element_bytes(p.dtype));
-  if (p.k % per_vector != 0) return why.no("k must be a multiple of %lld (16 bytes)", static_cast<long long>(per_vector));
-  return true;
+  return whole_vectors(p, p.k, "k", why);
 }
 
 // The tensor-core GEMMs: f16/bf16, A [m, k] and B [n, k] (the layout of LLM weights).
@@ -124,7 +130,7 @@ bool tensor_core_limits(const arb_problem& p, Why& why) {
   if (!common_limits(p, why)) return false;
   if (p.dtype != ARB_DTYPE_F16 && p.dtype != ARB_DTYPE_BF16) return why.no("f16 and bf16 only");
   if (p.trans_a != 0 || p.trans_b != 1) return why.no("A [m, k] and B [n, k] only (ta=0 tb=1)");
-  if (p.k % 8 != 0) return why.no("k must be a multiple of 8 (16 bytes)");
+  if (!whole_vectors(p, p.k, "k", why)) return false;
   if ((p.m + 127) / 128 > 65535) return why.no("m above 65535 x 128");
   return true;
 }
@@ -149,35 +155,27 @@ arbiter::plugin::Plugin make() {
                    "accesses, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
 
   plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
-                    .supports(row_limits)
+                    .supports(one_block_row_limits)
                     .launch([](const Launch& l) {
-                      check(arbiter::cuda::launch_rmsnorm(row_args(l), static_cast<cudaStream_t>(l.stream)),
+                      check_cuda(arbiter::cuda::launch_rmsnorm(row_args(l), static_cast<cudaStream_t>(l.stream)),
                             "rmsnorm_vec16");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("softmax_vec16", ARB_OP_SOFTMAX, kDLCUDA)
-                    .supports(row_limits)
+                    .supports(one_block_row_limits)
                     .launch([](const Launch& l) {
-                      check(arbiter::cuda::launch_softmax(row_args(l), static_cast<cudaStream_t>(l.stream)),
+                      check_cuda(arbiter::cuda::launch_softmax(row_args(l), static_cast<cudaStream_t>(l.stream)),
                             "softmax_vec16");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("softmax_cluster8", ARB_OP_SOFTMAX, kDLCUDA)
                     .supports([](const arb_problem& p, Why& why) {
                       if (device.major != 9) return why.no("Hopper (sm_90a) only: thread-block clusters");
                       if (!device.clusters_of_8) return why.no("a cluster of 8 blocks does not fit this GPU (MPS, MIG?)");
-                      if (!common_limits(p, why)) return false;
-                      const int64_t per_vector = 16 / static_cast<int64_t>(element_bytes(p.dtype));
-                      if (p.cols % per_vector != 0)
-                        return why.no("cols must be a multiple of %lld (16 bytes)", static_cast<long long>(per_vector));
                       if (p.cols < 4096) return why.no("cols below 4096 (one block per row is enough)");
-                      const int64_t max_cols = arbiter::cuda::cluster_row_max_cols(static_cast<Dtype>(p.dtype));
-                      if (p.cols > max_cols)
-                        return why.no("cols above %lld (the row must fit 8 blocks' registers)",
-                                      static_cast<long long>(max_cols));
-                      if (p.rows > 0x7fffffff / 8) return why.no("more than 2^28 rows");
-                      return true;
+                      return row_limits(p, why, arbiter::cuda::cluster_row_max_cols(static_cast<Dtype>(p.dtype)),
+                                        "8 blocks' registers", 0x7fffffff / 8);
                     })
                     .launch([](const Launch& l) {
-                      check(arbiter::cuda::launch_softmax_cluster(row_args(l), static_cast<cudaStream_t>(l.stream)),
+                      check_cuda(arbiter::cuda::launch_softmax_cluster(row_args(l), static_cast<cudaStream_t>(l.stream)),
                             "softmax_cluster8");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("gemm_decode_splitk", ARB_OP_GEMM, kDLCUDA)
@@ -187,7 +185,7 @@ arbiter::plugin::Plugin make() {
                     })
                     .launch([](const Launch& l) {
                       const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
-                      check(arbiter::cuda::launch_gemm_splitk(g, static_cast<cudaStream_t>(l.stream)),
+                      check_cuda(arbiter::cuda::launch_gemm_splitk(g, static_cast<cudaStream_t>(l.stream)),
                             "gemm_decode_splitk");
                     }));
   // Two tile widths of the Hopper GEMM: the tuner picks per shape.
@@ -203,7 +201,7 @@ arbiter::plugin::Plugin make() {
                       })
                       .launch([block_n](const Launch& l) {
                         const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
-                        check(arbiter::cuda::launch_gemm_sm90(g, block_n, static_cast<cudaStream_t>(l.stream)),
+                        check_cuda(arbiter::cuda::launch_gemm_sm90(g, block_n, static_cast<cudaStream_t>(l.stream)),
                               block_n == 128 ? "gemm_wgmma_sm90" : "gemm_wgmma_sm90_n256");
                       }));
   }
@@ -211,7 +209,7 @@ arbiter::plugin::Plugin make() {
                     .supports(tensor_core_limits)
                     .launch([](const Launch& l) {
                       const GemmArgs g = gemm_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
-                      check(arbiter::cuda::launch_gemm_sm80(g, static_cast<cudaStream_t>(l.stream)), "gemm_mma_sm80");
+                      check_cuda(arbiter::cuda::launch_gemm_sm80(g, static_cast<cudaStream_t>(l.stream)), "gemm_mma_sm80");
                     }));
   return plugin;
 }

@@ -8,7 +8,7 @@
 // to load, saying why.
 #include <arbiter/plugin.hpp>
 
-#include "cuda_device_required.hpp"
+#include "cuda_plugin_support.hpp"
 #include "kernel_manifest.hpp"
 #include "nvrtc_compiler.hpp"
 #include "sha256.hpp"
@@ -30,6 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using arbiter::generated::Manifest;
+using arbiter::plugin::check_cuda;
 using arbiter::plugin::Error;
 using arbiter::plugin::Launch;
 using arbiter::plugin::Why;
@@ -82,11 +83,6 @@ std::vector<std::string> manifest_files() {
   return files;
 }
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    throw Error(ARB_ERR_KERNEL, std::string(what) + ": " + cudaGetErrorString(status));
-}
-
 dim3 dims(const arbiter::generated::Formula (&f)[3], const arb_problem& p, const char* what) {
   const int64_t x = f[0].evaluate(p), y = f[1].evaluate(p), z = f[2].evaluate(p);
   if (x < 1 || y < 1 || z < 1 || x > 0x7fffffff || y > 65535 || z > 65535)
@@ -109,9 +105,9 @@ void launch(const LoadedKernel& k, const Launch& l) {
   const void* function = reinterpret_cast<const void*>(it->second);
   if (shared > 48 * 1024) {  // above the default limit a kernel must opt in (up to 227 KiB on Hopper)
     cudaFuncAttributes attributes{};  // set only when missing: the query is harmless inside a graph capture
-    check(cudaFuncGetAttributes(&attributes, function), "cudaFuncGetAttributes");
+    check_cuda(cudaFuncGetAttributes(&attributes, function), "cudaFuncGetAttributes");
     if (attributes.maxDynamicSharedSizeBytes < shared)
-      check(cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
+      check_cuda(cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
             "cudaFuncSetAttribute (dynamic shared memory)");
   }
   cudaError_t status = cudaSuccess;
@@ -147,7 +143,7 @@ void launch(const LoadedKernel& k, const Launch& l) {
     }
     default: throw Error(ARB_ERR_UNSUPPORTED, "unknown op");
   }
-  check(status, "cudaLaunchKernel");
+  check_cuda(status, "cudaLaunchKernel");
 }
 
 arbiter::plugin::Plugin make() {

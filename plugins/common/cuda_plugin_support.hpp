@@ -1,5 +1,6 @@
-// For CUDA plugins: the entry point refuses to load without a usable CUDA device, with the
-// reason `arbiter plugins` then shows ("no CUDA device: ..."), so the CPU plugins serve.
+// Shared by the CUDA plugins: the entry point refuses to load without a usable CUDA device,
+// with the reason `arbiter plugins` then shows ("no CUDA device: ..."), so the CPU plugins
+// serve; and CUDA errors become the plugin ABI's ARB_ERR_KERNEL with a message.
 #pragma once
 
 #include <arbiter/plugin.hpp>
@@ -22,6 +23,11 @@ inline cudaDeviceProp require_cuda_device() {
   if (props != cudaSuccess)
     throw Error(ARB_ERR_UNSUPPORTED, std::string("no CUDA device: cudaGetDeviceProperties: ") + cudaGetErrorString(props));
   return prop;
+}
+
+// Throws Error(ARB_ERR_KERNEL, "<what>: <CUDA's message>") unless status is cudaSuccess.
+inline void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw Error(ARB_ERR_KERNEL, std::string(what) + ": " + cudaGetErrorString(status));
 }
 
 }  // namespace arbiter::plugin
