@@ -174,9 +174,10 @@ TEST_CASE("config disables a plugin without opening it, or enables only some") {
 
 TEST_CASE("ARBITER_PLUGIN_PATH is searched, duplicates of one file are listed once, missing paths noted") {
   const std::string list = std::string(ARBITER_TEST_PLUGIN_DIR) + ":/nonexistent/arbiter/plugins:" + ARBITER_TEST_PLUGIN_DIR;
-  REQUIRE(setenv("ARBITER_PLUGIN_PATH", list.c_str(), 1) == 0);
-  const auto context = test::make_context("[plugins]\nsearch_default_paths = true\n");
-  unsetenv("ARBITER_PLUGIN_PATH");
+  const auto context = [&] {
+    const test::ScopedEnv env("ARBITER_PLUGIN_PATH", list);
+    return test::make_context("[plugins]\nsearch_default_paths = true\n");
+  }();
   size_t references = 0;
   for (const auto& p : context->registry().plugins()) references += p->name == "reference";
   CHECK(references == 1);  // the env folder, again in the env and the install folder: one file

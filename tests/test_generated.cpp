@@ -25,18 +25,6 @@ const std::string kKernels = std::string(ARBITER_TEST_SOURCE_DIR) + "/plugins/ge
 const std::string kCheaters = std::string(ARBITER_TEST_SOURCE_DIR) + "/tests/fixtures/generated_cheaters";
 const std::string kBroken = std::string(ARBITER_TEST_SOURCE_DIR) + "/tests/fixtures/generated_broken";
 
-struct TempDir {
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "arbiter-nvrtc-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string path;
-};
 
 // A manifest written next to a source, from a template with one line changed.
 std::string write_manifest(const std::string& dir, const std::string& text) {
@@ -104,7 +92,7 @@ TEST_CASE("the shipped manifests load, with their constraints") {
 }
 
 TEST_CASE("manifest errors name the file, line and column") {
-  TempDir dir;
+  test::TempDir dir;
   const std::string source = "extern \"C\" __global__ void k() {}\n";
   std::ofstream(dir.path + "/k.cu") << source;
   const std::string good = "name = \"k\"\nop = \"softmax\"\nsignature = \"softmax.v1\"\nentry = \"k\"\nsource = \"k.cu\"\n"
@@ -127,7 +115,7 @@ TEST_CASE("manifest errors name the file, line and column") {
 }
 
 TEST_CASE("NVRTC compiles every shipped kernel for sm_90a and sm_80, and caches it") {
-  TempDir cache;
+  test::TempDir cache;
   for (const char* name : {"softmax_rowblock", "rmsnorm_rowblock", "decode_gemm_nt"}) {
     const Manifest m = load_manifest(kKernels + "/" + name + ".toml");
     for (const char* arch : {"sm_90a", "sm_80"}) {

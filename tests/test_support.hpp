@@ -5,7 +5,10 @@
 #include "context.hpp"
 
 #include <arbiter/arbiter.h>
+#include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,6 +77,41 @@ struct Tensor {
 
  private:
   std::vector<int64_t> shape_, strides_;
+};
+
+// A fresh, empty folder for one test, removed with everything in it afterwards.
+struct TempDir {
+  explicit TempDir(const std::string& prefix = "arbiter-test") {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return (std::filesystem::path(path) / name).string(); }
+  std::string path;
+};
+
+// Sets an environment variable for one scope (plugins read theirs when they load), then
+// restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
 };
 
 }  // namespace arbiter::test

@@ -26,20 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh, empty folder for one test.
-struct TempDir {
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "arbiter-table-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (fs::path(path) / name).string(); }
-  std::string path;
-};
 
 DeviceFingerprint test_device(const std::string& details = "avx2") { return {"cpu", "Test CPU", details}; }
 
@@ -145,7 +131,7 @@ TEST_CASE("table: corrupt files give clear errors with positions") {
 }
 
 TEST_CASE("table: a corrupt table file is reported and the context works without it") {
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.file("table.toml");
   std::ofstream(path) << "schema = 1\n[[entry]]\nkey = ";
   const auto context = test::make_context(
@@ -156,7 +142,7 @@ TEST_CASE("table: a corrupt table file is reported and the context works without
 }
 
 TEST_CASE("table: stale validators and other devices are ignored, with reasons") {
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.file("table.toml");
   auto probe = test::make_context(test::config_loading(test::shipped_plugins()));
   const std::string key = problem_key(parse_problem(kSoftmax).problem);
@@ -196,7 +182,7 @@ TEST_CASE("table: stale validators and other devices are ignored, with reasons")
 }
 
 TEST_CASE("table: tune-missing tunes and writes at once, replay then uses the entry") {
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.file("sub/table.toml");  // the folder is created
   const std::string extra = "[table]\npath = \"" + path + "\"\n";
   {
@@ -225,7 +211,7 @@ TEST_CASE("table: tune-missing tunes and writes at once, replay then uses the en
 }
 
 TEST_CASE("table: on_miss = nearest uses the closest tuned shape of the class") {
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.file("table.toml");
   auto probe = test::make_context(test::config_loading(test::shipped_plugins()));
   const PluginRecord& reference = *test::plugin_named(*probe, "reference");
@@ -256,7 +242,7 @@ TEST_CASE("table: on_miss = nearest uses the closest tuned shape of the class") 
 }
 
 TEST_CASE("table: two processes writing one table at once lose no entry") {
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.file("table.toml");
   const pid_t a = start_writer(path, "a", 40);
   const pid_t b = start_writer(path, "b", 40);
@@ -268,7 +254,7 @@ TEST_CASE("table: two processes writing one table at once lose no entry") {
 }
 
 TEST_CASE("table: a writer killed with SIGKILL mid-write leaves a parseable table") {
-  TempDir dir;
+  test::TempDir dir;
   const std::string path = dir.file("table.toml");
   for (int round = 0; round < 6; ++round) {
     const pid_t writer = start_writer(path, "k", 0);  // rewrites 2000-entry tables forever

@@ -29,22 +29,6 @@ inline std::vector<std::string> cuda_plugins() {
   return {plugin_file("reference"), plugin_file("cublaslt"), plugin_file("generated"), plugin_file("cuda")};
 }
 
-// Sets an environment variable for one scope (the generated plugin reads its folders from
-// ARBITER_GENERATED_PATH when it loads).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
-
 // A device buffer of 16-bit or 32-bit elements, filled from and read back into floats.
 class DeviceArray {
  public:

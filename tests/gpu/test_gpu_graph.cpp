@@ -4,7 +4,6 @@
 
 #include <arbiter/arbiter.h>
 
-#include <unistd.h>
 #include <atomic>
 #include <filesystem>
 #include <thread>
@@ -21,11 +20,6 @@ arb_context create(const std::string& toml) {
   return context;
 }
 
-std::string table_path() {
-  return (std::filesystem::temp_directory_path() / ("arbiter-gpu-graph-" + std::to_string(getpid()) + ".toml"))
-      .string();
-}
-
 }  // namespace
 
 TEST_CASE("a tuned gemm + rmsnorm captured into a CUDA graph replays with the right result") {
@@ -34,7 +28,8 @@ TEST_CASE("a tuned gemm + rmsnorm captured into a CUDA graph replays with the ri
   // then records only launches, which is what a graph needs.
   const int64_t m = 16, n = 4096, k = 4096;
   const int32_t dtype = ARB_DTYPE_BF16;
-  const std::string table = table_path();
+  const test::TempDir dir;
+  const std::string table = dir.file("tuning-table.toml");
   arb_context context = create(test::config_loading(
       test::cuda_plugins(), "[table]\npath = \"" + table + "\"\npolicy = \"tune-missing\"\n[tune]\nbudget_ms = 50\n"));
 
@@ -122,7 +117,6 @@ TEST_CASE("a tuned gemm + rmsnorm captured into a CUDA graph replays with the ri
   CUDA_REQUIRE(cudaStreamDestroy(fresh));
   CHECK(arb_context_destroy(context) == ARB_OK);
   CHECK(std::filesystem::file_size(table) > 0);  // the tuned choices were written
-  std::filesystem::remove(table);
 }
 
 TEST_CASE("threads on their own streams dispatch cuBLASLt and generated kernels at once") {
