@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs arbiter's build dependencies from Debian 12's packages (the CUDA toolkit, if any,
-# is expected at /usr/local/cuda already) and, with CUDA, cuobjdump and nvdisasm from PyPI
-# (the toolkit here has neither) into .tools/bin for the SASS checks. Idempotent; uses sudo
-# when not root.
+# is expected at /usr/local/cuda already) and, with CUDA, from PyPI into .tools/: cuobjdump
+# and nvdisasm (the toolkit here has neither) for the SASS checks, and four CMake releases
+# for the test that the build configures with each (tests/check_configure_cmake_versions.sh).
+# Idempotent; uses sudo when not root.
 set -euo pipefail
 
 packages=(
@@ -39,4 +40,17 @@ if [ -x /usr/local/cuda/bin/nvcc ] && [ ! -x "$root/.tools/bin/cuobjdump" ]; the
     install -m 755 "$(find "$scratch/unpacked" -type f -name "$tool" | head -1)" "$root/.tools/bin/$tool"
   done
   rm -rf "$scratch"
+fi
+
+# CMake releases the build must configure with, CUDA included: 3.25.0 behaves as Debian 12's
+# stock 3.25.1 does with CUDA 13 (3.25.2 fixed FindCUDAToolkit upstream), 3.28 is Ubuntu
+# 24.04's, 3.31 and 4.x are what pip gives. Each is unpacked into .tools/cmake/<version>.
+cmake_versions=(3.25.0 3.28.4 3.31.6 4.4.5)
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  for version in "${cmake_versions[@]}"; do
+    [ -x "$root/.tools/cmake/$version/cmake/data/bin/cmake" ] && continue
+    echo "install-deps: CMake $version from PyPI into .tools/cmake/$version"
+    python3 -m pip install -q --no-deps --disable-pip-version-check --target "$root/.tools/cmake/$version" \
+      "cmake==$version" 2>&1 | grep -v "Running pip as the 'root' user" || true
+  done
 fi
