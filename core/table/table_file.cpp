@@ -1,5 +1,6 @@
 #include "table/table_file.hpp"
 
+#include "common/atomic_file.hpp"
 #include "common/failure.hpp"
 
 #include <fcntl.h>
@@ -11,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 namespace arbiter {
@@ -50,18 +50,6 @@ class FileLock {
   int fd_ = -1;
 };
 
-void write_all(int fd, const std::string& text, const std::string& path) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      io_error("cannot write", path);
-    }
-    done += static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 TuningTable load_table_file(const std::string& path) {
@@ -75,33 +63,7 @@ TuningTable load_table_file(const std::string& path) {
 }
 
 void write_table_file(const std::string& path, const TuningTable& table) {
-  const fs::path target = fs::absolute(path);
-  std::random_device random;
-  const std::string temporary =
-      fmt::format("{}.tmp-{}-{:08x}", target.string(), static_cast<long>(::getpid()), random());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) io_error("cannot create", temporary);
-  try {
-    write_all(fd, table.to_toml(), temporary);
-    if (::fsync(fd) != 0) io_error("cannot flush", temporary);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(temporary.c_str(), target.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(temporary.c_str());
-    errno = saved;
-    io_error("cannot replace", target.string());
-  }
-  // Make the rename itself durable.
-  const int dir = ::open(target.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
+  write_file_atomically(path, table.to_toml(), ARB_ERR_TABLE);
 }
 
 void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update) {
