@@ -16,6 +16,7 @@
 // multiple of 8. The tensor maps are encoded on the host for each launch.
 #include "gemm_epilogue.cuh"
 #include "sm90_ptx.cuh"
+#include "tensor_map.hpp"
 
 #include <algorithm>
 
@@ -149,39 +150,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-// cuTensorMapEncodeTiled, found through the runtime (no link to the driver library).
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-EncodeTiled encode_tiled() {
-  static EncodeTiled function = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) !=
-            cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      return static_cast<EncodeTiled>(nullptr);
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
-  return function;
-}
-
-// A [rows, k] row-major matrix as box_rows x 64 boxes (k inner), 128-byte swizzled.
-bool make_map(CUtensorMap& map, const void* data, int64_t rows, int64_t k, int64_t ld, Dtype dtype,
-              cuuint32_t box_rows) {
-  const EncodeTiled encode = encode_tiled();
-  if (encode == nullptr) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};  // bytes between rows
-  const cuuint32_t box[2] = {kBlockK, box_rows};
-  const cuuint32_t element_strides[2] = {1, 1};
-  return encode(&map, dtype == Dtype::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
-                const_cast<void*>(data), dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <typename T, int kBlockN>
 cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
   constexpr int kSharedBytes = Tiling<kBlockN>::kSharedBytes;
@@ -198,8 +166,8 @@ cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
   // under __launch_bounds__(384, 1); anything else (a -maxrregcount) is refused here.
   if (kBlockN == 256 && attributes.numRegs != 168) return cudaErrorInvalidConfiguration;
   CUtensorMap map_a, map_b;
-  if (!make_map(map_a, g.a, g.m, g.k, g.lda, g.dtype, kBlockM) ||
-      !make_map(map_b, g.b, g.n, g.k, g.ldb, g.dtype, kBlockN))
+  if (!make_tile_map(map_a, g.a, g.m, g.k, g.lda, g.dtype, kBlockM, kBlockK) ||
+      !make_tile_map(map_b, g.b, g.n, g.k, g.ldb, g.dtype, kBlockN, kBlockK))
     return cudaErrorInvalidValue;
   const int64_t tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(tiles, std::max(g.sm_count, 1)));

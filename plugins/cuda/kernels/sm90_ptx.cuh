@@ -3,6 +3,8 @@
 // guard their bodies with ARBITER_SM90.
 #pragma once
 
+#include "sm80_ptx.cuh"  // shared_address
+
 #include <cuda.h>  // CUtensorMap (a type only: nothing here links the driver library)
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,10 +16,6 @@
 #endif
 
 namespace arbiter::cuda::sm90 {
-
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // ---- mbarriers -------------------------------------------------------------------------
 
@@ -35,21 +33,26 @@ __device__ __forceinline__ void barrier_expect_bytes(uint32_t bar, uint32_t byte
 __device__ __forceinline__ void barrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Waits until the phase of the given parity has completed. A fresh barrier is in phase 0,
-// and a wait for parity 1 (the phase "before" it) returns at once.
-__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
+// Has the phase of the given parity completed? A fresh barrier is in phase 0, and the
+// phase "before" it (parity 1) counts as completed. May suspend the thread for a while
+// (a time limit of the hardware's choosing) before it answers false.
+__device__ __forceinline__ bool barrier_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n"
-        ".reg .pred p;\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n"
-        "}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+// Waits until the phase of the given parity has completed.
+__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
+  while (!barrier_try_wait(bar, parity)) {
+  }
 }
 
 // ---- TMA ---------------------------------------------------------------------------------
