@@ -65,6 +65,8 @@ cols = [1, 1024]
 kernel = "reference.softmax"
 [table]
 path = "tables/t.toml"
+[tune]
+exclude = ["cuda.gemm_wgmma_sm90"]
 )",
                                      "cfg.toml", "/etc/arbiter");
   CHECK(config.log_level == ARB_LOG_DEBUG);
@@ -91,6 +93,7 @@ path = "tables/t.toml"
   CHECK(rule.origin == "cfg.toml:13:1");
   CHECK(config.dispatch.overrides[1].cols->hi == 1024);
   CHECK(config.table.path == "/etc/arbiter/tables/t.toml");
+  CHECK(config.tune.exclude == std::vector<std::string>{"cuda.gemm_wgmma_sm90"});
 }
 
 TEST_CASE("config errors name file, line and column") {
@@ -104,6 +107,8 @@ TEST_CASE("config errors name file, line and column") {
   CHECK(error_of("plugins = 3\n") == "test.toml:1:11: 'plugins' must be a table");
   CHECK(error_of("[dispatch]\nbogus = 1\n") == "test.toml:2:1: unknown key 'dispatch.bogus'");
   CHECK(error_of("[table]\npath = 1\n") == "test.toml:2:8: 'table.path' must be a string");
+  CHECK(error_of("[tune]\nexclude = [\"nodot\"]\n") ==
+        "test.toml:2:11: 'tune.exclude' takes kernel names \"<plugin>.<kernel>\", not \"nodot\"");
   // TOML syntax errors come from toml++ with their position.
   CHECK(error_of("[plugins\npaths = []\n").find("test.toml:1:") == 0);
   CHECK(error_of("a = = 1\n").find("test.toml:1:") == 0);

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 using namespace arbiter;
 
 namespace {
@@ -83,6 +85,28 @@ TEST_CASE("identical kernels: the incumbent stays unless the measured gain beat 
   } else {
     CHECK((r.kept_incumbent || twin->stats.median <= fast->stats.median));
   }
+}
+
+TEST_CASE("an excluded kernel is neither verified nor timed, and the observer sees every kernel that runs") {
+  const auto context = speeds_only("exclude = [\"speeds.fast\"]\n");
+  std::vector<std::string> observed;
+  context->tuner().set_observer([&](const KernelRecord& kernel, const char* phase) {
+    observed.push_back(kernel.name + " " + phase);
+  });
+  const TuneResult r = context->tuner().tune(parse_problem("softmax f32 rows=8 cols=1024").problem, nullptr);
+  REQUIRE(r.winning() != nullptr);
+  CHECK(r.winning()->kernel->name == "speeds.fast_twin");
+  for (const Candidate& c : r.candidates)
+    if (c.kernel->name == "speeds.fast") {
+      CHECK(c.status == "refused: excluded by tune.exclude");
+      CHECK(c.stats.samples == 0);
+    }
+  auto seen = [&](const std::string& what) { return std::find(observed.begin(), observed.end(), what) != observed.end(); };
+  CHECK(seen("speeds.fast_twin verify"));
+  CHECK(seen("speeds.fast_twin time"));
+  CHECK(seen("speeds.slow verify"));
+  for (const std::string& o : observed) CHECK(o.rfind("speeds.fast ", 0) != 0);
+  context->tuner().set_observer(nullptr);
 }
 
 TEST_CASE("cheaters never reach the timing phase") {

@@ -73,6 +73,7 @@ struct TuneConfig {
   int warmup = 2;             // launches
   double screen_factor = 1.5;
   std::string cache = "cold";  // "cold": rotate buffers past the LLC; "warm": one set
+  std::vector<std::string> exclude;  // "<plugin>.<kernel>": never verified or timed by the tuner
 };
 
 struct Config {

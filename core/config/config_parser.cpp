@@ -177,6 +177,10 @@ void read_tune(Section& root, const std::string& source, TuneConfig& out) {
     if (*cache != "cold" && *cache != "warm") s.error(*s.find("cache"), "'tune.cache' must be \"cold\" or \"warm\"");
     out.cache = *cache;
   }
+  out.exclude = s.strings("exclude");
+  for (const std::string& name : out.exclude)
+    if (name.find('.') == std::string::npos || name.front() == '.')
+      s.error(*s.find("exclude"), "'tune.exclude' takes kernel names \"<plugin>.<kernel>\", not \"" + name + "\"");
   s.finish();
 }
 

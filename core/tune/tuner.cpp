@@ -193,6 +193,9 @@ double Tuner::copy_bandwidth(Device& device) {
 
 TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent) {
   const auto started = Clock::now();
+  auto observe = [&](const KernelRecord& kernel, const char* phase) {
+    if (observer_) observer_(kernel, phase);
+  };
   Device& device = devices_.of(problem.device_type);
   TuneResult result;
   // Candidates: every kernel of the op on this device; the gate runs before any timing.
@@ -201,11 +204,14 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
     Candidate c;
     c.kernel = kernel;
     std::string why;
-    if (!kernel_supports(*kernel, problem, &why)) {
+    if (std::find(config_.exclude.begin(), config_.exclude.end(), kernel->name) != config_.exclude.end()) {
+      c.status = "refused: excluded by tune.exclude";
+    } else if (!kernel_supports(*kernel, problem, &why)) {
       c.status = "refused: " + why;
     } else if (gate_.tf32_refused(*kernel, problem)) {
       c.status = "refused: a TF32 kernel (verify.allow_tf32 is false)";
     } else if (gate_.gated(*kernel)) {
+      observe(*kernel, "verify");
       c.verdict = gate_.verdict(*kernel, problem);
       c.status = c.verdict.passed ? "verified" : "verification " + c.verdict.summary();
     } else {  // may run without a verdict; never recorded as verified
@@ -239,6 +245,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
   const bool cold = config_.cache == "cold";
   Bench bench(device, problem, cold);
   auto run_sample = [&](Contender& t) {
+    observe(*t.candidate->kernel, "time");
     try {
       t.samples.push_back(bench.sample(*t.candidate->kernel, t.batch, t.workspace, t.workspace_bytes));
       return true;
@@ -256,6 +263,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
   double best_first = INFINITY;
   for (Contender& t : contenders) {
     if (problem.device_type != kDLCPU) {  // CUDA loads a module at its first launch
+      observe(*t.candidate->kernel, "warm-up");
       try {
         bench.warm(*t.candidate->kernel, t.workspace, t.workspace_bytes);
       } catch (const std::exception& e) {
@@ -362,6 +370,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
                                 copy_bandwidth(device) * 1e-9);
     }
     if (!suspicion.empty() && gate_.gated(*fastest->kernel)) {
+      observe(*fastest->kernel, "verify");
       fastest->verdict = gate_.reverify(*fastest->kernel, problem);
       result.notes.push_back(fmt::format("{}: {}; re-verified: {}", fastest->kernel->name, suspicion,
                                          fastest->verdict.summary()));

@@ -17,6 +17,7 @@
 #include "plugin/kernel_registry.hpp"
 #include "tune/verification_gate.hpp"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -59,11 +60,16 @@ struct TuneResult {
   std::vector<std::string> notes;        // suspicious results and what happened to them
 };
 
+// Told, before the tuner runs a kernel, which one and for what ("verify", "warm-up",
+// "time"): a benchmark that must outlive a kernel that faults or hangs records it there.
+using TuneObserver = std::function<void(const KernelRecord& kernel, const char* phase)>;
+
 class Tuner {
  public:
   Tuner(const Devices& devices, const KernelRegistry& registry, VerificationGate& gate, const TuneConfig& config);
   // Throws Failure(ARB_ERR_UNSUPPORTED) if the problem's device is not available.
   TuneResult tune(const arb_problem& problem, const KernelRecord* incumbent);
+  void set_observer(TuneObserver observer) { observer_ = std::move(observer); }
 
  private:
   double copy_bandwidth(Device& device);  // bytes per second, measured once per device past the cache
@@ -72,6 +78,7 @@ class Tuner {
   const KernelRegistry& registry_;
   VerificationGate& gate_;
   TuneConfig config_;
+  TuneObserver observer_;
   std::map<const Device*, double> copy_bandwidth_;
 };
 
