@@ -1,33 +1,38 @@
 // arbiter_bench_gpu --suite=FILE [--suite=FILE ...] --out=DIR [--table=PATH] [--budget-ms=N]
-//                   [--deadline-s=S]
+//                   [--deadline-s=S] [--resume] [--dispatch-cost] [--hang-s=S]
 //
-// The GPU benchmark of bench/gpu-check.sh. On CUDA device 0, in one run, so that every
-// ratio compares numbers measured side by side:
+// The GPU benchmark of bench/gpu-check.sh. On CUDA device 0, so that every ratio compares
+// numbers measured side by side:
 //   copy bandwidth  a device-to-device copy of 1 GiB: (bytes read + bytes written) / time,
 //                   median of 10; the floor the row ops are held against;
 //   suite shapes    every problem of the suites moved to the GPU and tuned: every kernel
 //                   that supports it is verified by the gate, then timed by the tuner
-//                   (DESIGN.md section 5: warm-up, screening, median of >= 20 samples over
-//                   buffers rotated past L2, the top 3 re-timed interleaved) with cuBLASLt's
-//                   heuristic as the incumbent, so the winner must beat it by more than
-//                   the measured noise. Reported per shape: each plugin's best median, the
-//                   winner, TFLOP/s (gemm) or GB/s and % of copy bandwidth (row ops), and
-//                   the speedup over cuBLASLt's heuristic. With --table the winners are
-//                   written to the tuning table;
-//   dispatch cost   for the suite kernel closest to 10 us: back-to-back launches through
-//                   Context::run (selection-cache hit, workspace, launch) against the same
-//                   kernel's launch pointer with the same operands, interleaved, 30 samples
-//                   of 200 launches each timed with events.
-// Problems found in several suites run once. DIR/gpu-bench.md (each number with its
-// definition) and DIR/gpu-bench.csv are rewritten after every problem, so a run stopped
-// early keeps what it measured; past --deadline-s no new problem starts. The short table is
-// printed last. Exit 0 when every bar holds, 1 when one does not or a problem failed, 2 when
-// nothing could run.
+//                   (docs/tuning.md: warm-up, screening, median of >= 20 samples over buffers
+//                   rotated past L2, the top 3 re-timed interleaved) with cuBLASLt's
+//                   heuristic as the incumbent, so the winner must beat it by more than the
+//                   measured noise. Reported per shape: each plugin's best median, the winner,
+//                   TFLOP/s (gemm) or GB/s and % of copy bandwidth (row ops), the speedup over
+//                   cuBLASLt's heuristic. With --table the winners go to the tuning table;
+//   dispatch cost   (--dispatch-cost) for the measured problem closest to 10 us: back-to-back
+//                   launches through Context::run (selection-cache hit, workspace, launch)
+//                   against the same kernel's launch pointer, interleaved, 30 samples of 200
+//                   launches each timed with events.
+// Problems found in several suites run once. Everything measured goes to DIR/gpu-bench-state.toml
+// and the report made from it (DIR/gpu-bench.md, each number with its definition, and
+// DIR/gpu-bench.csv), rewritten after every problem. Past --deadline-s (counted from the
+// program's start) no new problem starts.
+//
+// Faults (bench/fault_guard.hpp): a kernel that breaks the CUDA context ends the process with
+// status 3, one that hangs past --hang-s (default 60) with status 4, both named in the state
+// file; --resume continues from the state file without every kernel that faulted so far (and
+// without the one a crashed process was running). Other exit statuses: 0 every bar holds,
+// 1 one does not or a problem failed, 2 nothing could run.
 #include "context.hpp"
 #include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
 #include "dispatch/problem.hpp"
-#include "dispatch/problem_cost.hpp"
+#include "fault_guard.hpp"
+#include "gpu_report.hpp"
 #include "plugin/plugin_search.hpp"
 #include "table/tuned_entry.hpp"
 #include "tune/shape_suite.hpp"
@@ -40,18 +45,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <map>
-#include <memory>
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
 using namespace arbiter;
+using namespace arbiter::bench;
 
 namespace {
-
-constexpr const char* kBaseline = "cublaslt.heuristic";
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -77,27 +80,6 @@ double copy_bandwidth(Device& device) {
     seconds.push_back(timer->seconds());
   }
   return 2.0 * static_cast<double>(bytes) / median_of(seconds);
-}
-
-struct Row {
-  std::string suite, problem, origin;
-  arb_problem p{};
-  std::map<std::string, double> best_of_plugin;  // plugin -> best measured median (s)
-  std::map<std::string, std::string> best_kernel_of_plugin;
-  double baseline = 0;  // cuBLASLt heuristic's median (s), 0 if not measured
-  std::string winner, error;
-  double winner_median = 0, margin = 0;
-  int verified = 0, rejected = 0, refused = 0;
-  bool kept_incumbent = false;
-};
-
-double speedup(const Row& r) { return r.baseline > 0 && r.winner_median > 0 ? r.baseline / r.winner_median : 0; }
-
-std::string rate(const Row& r, double copy_bw) {
-  if (r.winner_median <= 0) return "-";
-  if (r.p.op == ARB_OP_GEMM) return fmt::format("{:.1f} TFLOP/s", flop_count(r.p) / r.winner_median * 1e-12);
-  const double bw = bytes_moved(r.p) / r.winner_median;
-  return fmt::format("{:.0f} GB/s ({:.0f}% of copy)", bw * 1e-9, 100 * bw / copy_bw);
 }
 
 Row tune_one(Context& context, const std::string& suite, const SuiteProblem& sp, bool write_table) {
@@ -134,21 +116,16 @@ Row tune_one(Context& context, const std::string& suite, const SuiteProblem& sp,
   return row;
 }
 
-struct DispatchCost {
-  std::string problem, kernel;
-  double direct = 0, dispatched = 0;            // device seconds per launch, back to back
-  double direct_host = 0, dispatched_host = 0;  // host seconds to issue one launch
-};
-
 // Back-to-back launches of one problem's dispatched kernel, through Context::run and
 // through the kernel's own launch pointer, interleaved.
-DispatchCost dispatch_cost(Context& context, Device& device, const Row& row) {
+DispatchCost dispatch_cost(Context& context, Device& device, const Row& row, FaultGuard& guard) {
   DispatchCost cost;
   cost.problem = row.problem;
   const arb_problem& p = row.p;
   const Selection& selection = context.dispatcher().select(p);  // warms the selection cache
   const KernelRecord& kernel = *selection.kernel;
   cost.kernel = kernel.name;
+  guard.running(kernel.name, "dispatch cost", row.problem);
   ProblemBuffers host(p, 1.0f, p.has_c ? 1.0f : 0.0f, 1e-5f);
   host.randomize(11);
   cudaStream_t stream = nullptr;
@@ -193,157 +170,111 @@ DispatchCost dispatch_cost(Context& context, Device& device, const Row& row) {
   return cost;
 }
 
-struct Report {
-  std::string device;
-  double copy_bw = 0, seconds = 0;
-  int budget_ms = 0;
-  std::vector<Row> rows;
-  DispatchCost cost;
-  std::string cost_error;
-
-  int errors() const {
-    int n = 0;
-    for (const Row& r : rows) n += !r.error.empty();
-    return n;
-  }
-  std::vector<double> gains() const {
-    std::vector<double> g;
-    for (const Row& r : rows)
-      if (speedup(r) > 0) g.push_back(speedup(r));
-    return g;
-  }
-  int below_baseline() const {
-    int n = 0;
-    for (const Row& r : rows) n += speedup(r) > 0 && speedup(r) < 1.0 && !r.kept_incumbent;
-    return n;
-  }
-  double geomean() const {
-    const std::vector<double> g = gains();
-    double log_sum = 0;
-    for (double x : g) log_sum += std::log(x);
-    return g.empty() ? 0 : std::exp(log_sum / static_cast<double>(g.size()));
-  }
-  double overhead() const { return cost.direct > 0 ? cost.dispatched / cost.direct - 1 : 0; }
-
-  static std::string us(const Row& r, const std::string& group) {
-    auto it = r.best_of_plugin.find(group);
-    return it == r.best_of_plugin.end() ? std::string("-") : fmt::format("{:.2f}", it->second * 1e6);
-  }
-
-  void write(const std::string& dir) const {
-    std::string md = fmt::format(
-        "# GPU benchmark\n\n- device: {}\n- copy bandwidth: {:.0f} GB/s (device-to-device copy of 1 GiB, bytes read "
-        "+ written per second, median of 10)\n- method: every kernel verified by the gate first, then timed by the "
-        "tuner with {} as the incumbent (DESIGN.md section 5); time = median seconds per launch over buffers rotated "
-        "past L2; budget {} ms per problem\n- TFLOP/s = 2mnk / time; GB/s = bytes every kernel must move (inputs read "
-        "once, outputs written once) / time\n- speedup = {} median / winner median, both from the same tuning run\n"
-        "- run time so far: {:.0f} s, {} problems\n\n",
-        device, copy_bw * 1e-9, kBaseline, budget_ms, kBaseline, seconds, rows.size());
-    md += "| suite | problem | cublaslt.heuristic us | cublaslt best config us | generated best us | cuda best us | "
-          "winner | winner us | rate | speedup | verified / rejected / refused |\n"
-          "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | --- |\n";
-    std::string csv = "suite,problem,plugin_or_kernel,median_us\n";
-    for (const Row& r : rows) {
-      if (!r.error.empty()) {
-        md += fmt::format("| {} | {} | error: {} |||||||||\n", r.suite, r.problem, r.error);
-        continue;
-      }
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {}{} | {:.2f} | {} | {} | {} / {} / {} |\n", r.suite, r.problem,
-                        us(r, kBaseline), us(r, "cublaslt"), us(r, "generated"), us(r, "cuda"), r.winner,
-                        r.kept_incumbent ? " (kept)" : "", r.winner_median * 1e6, rate(r, copy_bw),
-                        speedup(r) > 0 ? fmt::format("{:.3f}x", speedup(r)) : "-", r.verified, r.rejected, r.refused);
-      for (const auto& [group, median] : r.best_of_plugin)
-        csv += fmt::format("{},\"{}\",{},{:.3f}\n", r.suite, r.problem, r.best_kernel_of_plugin.at(group), median * 1e6);
-    }
-    md += fmt::format(
-        "\n- geometric-mean speedup over {} (gemm shapes): {:.3f}x over {} shapes; shapes where the tuned choice is "
-        "slower than the baseline beyond the noise: {}\n",
-        kBaseline, geomean(), gains().size(), below_baseline());
-    // The matmul ceiling of this run: the best gemm rate any kernel reached (DESIGN.md
-    // section 7: measured ceilings beside the numbers).
-    const Row* fastest = nullptr;
-    for (const Row& r : rows)
-      if (r.error.empty() && r.p.op == ARB_OP_GEMM && r.winner_median > 0 &&
-          (!fastest || flop_count(r.p) / r.winner_median > flop_count(fastest->p) / fastest->winner_median))
-        fastest = &r;
-    if (fastest)
-      md += fmt::format("- matmul rate: {:.1f} TFLOP/s, the best gemm rate of this run ({}, {})\n",
-                        flop_count(fastest->p) / fastest->winner_median * 1e-12, fastest->problem, fastest->winner);
-    if (cost.direct > 0)
-      md += fmt::format(
-          "- dispatch cost ({}, kernel {}): direct {:.2f} us, through dispatch {:.2f} us per launch ({:+.2f}%); host "
-          "time to issue one launch: direct {:.2f} us, dispatch {:.2f} us. Back-to-back launches, 30 interleaved "
-          "samples of 200, event-timed, median\n",
-          cost.problem, cost.kernel, cost.direct * 1e6, cost.dispatched * 1e6, overhead() * 100, cost.direct_host * 1e6,
-          cost.dispatched_host * 1e6);
-    if (!cost_error.empty()) md += "- dispatch cost: not measured: " + cost_error + "\n";
-    std::ofstream(dir + "/gpu-bench.md") << md;
-    std::ofstream(dir + "/gpu-bench.csv") << csv;
-  }
-
-  void print_short_table() const {
-    fmt::print("\n{:<52} {:>10} {:>10} {:>8}  {}\n", "problem", "winner us", "heur. us", "speedup", "winner");
-    for (const Row& r : rows) {
-      if (!r.error.empty()) {
-        fmt::print("{:<52} error: {}\n", r.problem.substr(0, 52), r.error.substr(0, 80));
-        continue;
-      }
-      fmt::print("{:<52} {:>10.2f} {:>10} {:>8}  {} ({})\n", r.problem.substr(0, 52), r.winner_median * 1e6,
-                 us(r, kBaseline), speedup(r) > 0 ? fmt::format("{:.3f}x", speedup(r)) : "-", r.winner,
-                 rate(r, copy_bw));
-    }
-    fmt::print("\ncopy bandwidth {:.0f} GB/s; geomean speedup over {} {:.3f}x ({} gemm shapes, {} below); dispatch "
-               "overhead {:+.2f}% at {:.1f} us{}; {} errors; {:.0f} s\n",
-               copy_bw * 1e-9, kBaseline, geomean(), gains().size(), below_baseline(), overhead() * 100,
-               cost.direct * 1e6, cost_error.empty() ? "" : " (" + cost_error + ")", errors(), seconds);
-  }
+struct Options {
+  std::vector<std::string> suites;
+  std::string out_dir, table_path;
+  int budget_ms = 100;
+  double deadline_s = 0, hang_s = 60;
+  bool resume = false, dispatch_cost = false;
 };
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--suite=", 0) == 0) o.suites.push_back(a.substr(8));
+    else if (a.rfind("--out=", 0) == 0) o.out_dir = a.substr(6);
+    else if (a.rfind("--table=", 0) == 0) o.table_path = a.substr(8);
+    else if (a.rfind("--budget-ms=", 0) == 0) o.budget_ms = std::max(10, std::atoi(a.c_str() + 12));
+    else if (a.rfind("--deadline-s=", 0) == 0) o.deadline_s = std::atof(a.c_str() + 13);
+    else if (a.rfind("--hang-s=", 0) == 0) o.hang_s = std::max(5.0, std::atof(a.c_str() + 9));
+    else if (a == "--resume") o.resume = true;
+    else if (a == "--dispatch-cost") o.dispatch_cost = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return false;
+    }
+  }
+  return (!o.suites.empty() || o.dispatch_cost) && !o.out_dir.empty();
+}
+
+std::string toml_string_array(const std::vector<std::string>& items) {
+  std::string s = "[";
+  for (const std::string& item : items) s += fmt::format("{}\"{}\"", s.size() > 1 ? ", " : "", item);
+  return s + "]";
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const auto started = std::chrono::steady_clock::now();  // --deadline-s counts from here
-  std::vector<std::string> suites;
-  std::string out_dir, table_path;
-  int budget_ms = 100;
-  double deadline_s = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--suite=", 0) == 0) suites.push_back(a.substr(8));
-    else if (a.rfind("--out=", 0) == 0) out_dir = a.substr(6);
-    else if (a.rfind("--table=", 0) == 0) table_path = a.substr(8);
-    else if (a.rfind("--budget-ms=", 0) == 0) budget_ms = std::max(10, std::atoi(a.c_str() + 12));
-    else if (a.rfind("--deadline-s=", 0) == 0) deadline_s = std::atof(a.c_str() + 13);
-    else {
-      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
-      return 2;
-    }
-  }
-  if (suites.empty() || out_dir.empty()) {
+  Options options;
+  if (!parse(argc, argv, options)) {
     std::fprintf(stderr, "usage: arbiter_bench_gpu --suite=FILE [--suite=FILE ...] --out=DIR [--table=PATH] "
-                         "[--budget-ms=N] [--deadline-s=S]\n");
+                         "[--budget-ms=N] [--deadline-s=S] [--resume] [--dispatch-cost] [--hang-s=S]\n");
     return 2;
   }
+  const std::string state_path = options.out_dir + "/gpu-bench-state.toml";
+  const std::string journal_path = options.out_dir + "/gpu-bench-journal.txt";
   try {
+    std::filesystem::create_directories(options.out_dir);
+    RunState state;
+    if (options.resume && std::filesystem::exists(state_path)) state = load_state(state_path);
+    if (options.resume)
+      if (std::optional<Fault> f = FaultGuard::previous(journal_path)) {
+        std::fprintf(stderr, "arbiter_bench_gpu: the last process ended while %s ran (%s of '%s'); excluded now\n",
+                     f->kernel.c_str(), f->phase.c_str(), f->problem.c_str());
+        state.faults.push_back(*f);
+      }
+    const double seconds_before = state.seconds;
+    ++state.processes;
+    state.budget_ms = options.budget_ms;
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+
     std::string toml = fmt::format(
         "log_level = \"warn\"\n[plugins]\nsearch_default_paths = false\npaths = [\"{}\"]\n"
         "enable = [\"reference\", \"cublaslt\", \"generated\", \"cuda\"]\n[verify]\nallow_tf32 = false\n"
-        "[tune]\nbudget_ms = {}\n",
-        install_plugin_dir().string(), budget_ms);
-    if (!table_path.empty()) toml += fmt::format("[table]\npath = \"{}\"\npolicy = \"tune-missing\"\n", table_path);
+        "[tune]\nbudget_ms = {}\nexclude = {}\n",
+        install_plugin_dir().string(), options.budget_ms, toml_string_array(state.excluded_kernels()));
+    if (!options.table_path.empty())
+      toml += fmt::format("[table]\npath = \"{}\"\npolicy = \"tune-missing\"\n", options.table_path);
     Context context(parse_config(toml, "arbiter_bench_gpu", ""));
     if (context.devices().cuda == nullptr) {
       std::fprintf(stderr, "arbiter_bench_gpu: %s\n", context.devices().cuda_unavailable.c_str());
       return 2;
     }
     Device& gpu = *context.devices().cuda;
-    const double copy_bw = copy_bandwidth(gpu);
-    std::fprintf(stderr, "copy bandwidth: %.0f GB/s\n", copy_bw * 1e-9);
+    state.device = gpu.fingerprint().name + " [" + gpu.fingerprint().details + "]";
+    if (state.copy_bw <= 0) state.copy_bw = copy_bandwidth(gpu);
+    std::fprintf(stderr, "copy bandwidth: %.0f GB/s\n", state.copy_bw * 1e-9);
+
+    FaultGuard guard(journal_path, options.hang_s);
+    auto save = [&] {
+      state.seconds = seconds_before + elapsed();
+      save_state(state, state_path);
+      write_report(state, options.out_dir);
+    };
+    // A broken device: record the kernel that broke it, keep what was measured, and end the
+    // process (nothing more can run in this CUDA context).
+    auto stop_if_broken = [&] {
+      std::optional<Fault> f = guard.check_device();
+      if (!f) return;
+      std::fprintf(stderr, "arbiter_bench_gpu: FAULT: %s (%s of '%s'): %s\n", f->kernel.c_str(), f->phase.c_str(),
+                   f->problem.c_str(), f->what.c_str());
+      state.faults.push_back(*f);
+      save();
+      std::fflush(nullptr);
+      std::_Exit(3);
+    };
+    std::string current_problem;
+    context.tuner().set_observer([&](const KernelRecord& kernel, const char* phase) {
+      stop_if_broken();  // what ran before this kernel broke the device
+      guard.running(kernel.name, phase, current_problem);
+    });
 
     std::vector<SuiteProblem> problems;  // every suite's, each problem once
     std::vector<std::string> problem_suites;
     std::set<std::string> seen;
-    for (const std::string& path : suites) {
+    for (const std::string& path : options.suites) {
       const ShapeSuite suite = load_suite(path);
       for (SuiteProblem sp : suite.problems) {
         sp.parsed.problem.device_type = kDLCUDA;
@@ -355,51 +286,57 @@ int main(int argc, char** argv) {
       }
     }
 
-    Report report;
-    report.device = gpu.fingerprint().name + " [" + gpu.fingerprint().details + "]";
-    report.copy_bw = copy_bw;
-    report.budget_ms = budget_ms;
+    int not_run = 0;
     for (size_t i = 0; i < problems.size(); ++i) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      std::fprintf(stderr, "[%zu/%zu, %.0f s] %s\n", i + 1, problems.size(), elapsed, problems[i].text.c_str());
+      const SuiteProblem& sp = problems[i];
+      if (state.find(sp.text) != nullptr) continue;  // measured by an earlier process
+      if (options.deadline_s > 0 && elapsed() > options.deadline_s) {
+        ++not_run;
+        continue;
+      }
+      std::fprintf(stderr, "[%zu/%zu, %.0f s] %s\n", i + 1, problems.size(), elapsed(), sp.text.c_str());
+      current_problem = sp.text;
       Row row;
-      if (deadline_s > 0 && elapsed > deadline_s) {
-        row.suite = problem_suites[i];
-        row.problem = problems[i].text;
-        row.p = problems[i].parsed.problem;
-        row.error = "not run: out of time (--deadline-s)";
-      } else {
-        try {
-          row = tune_one(context, problem_suites[i], problems[i], !table_path.empty());
-        } catch (const std::exception& e) {
-          row.suite = problem_suites[i];
-          row.problem = problems[i].text;
-          row.p = problems[i].parsed.problem;
-          row.error = e.what();
-        }
-      }
-      report.rows.push_back(row);
-      report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      report.write(out_dir);  // after every row: a run cut short still leaves its report
-    }
-
-    // The dispatch-cost kernel: the suite winner whose time is closest to 10 us.
-    const Row* ten_us = nullptr;
-    for (const Row& r : report.rows)
-      if (r.winner_median > 0 && (!ten_us || std::abs(std::log(r.winner_median / 10e-6)) <
-                                                 std::abs(std::log(ten_us->winner_median / 10e-6))))
-        ten_us = &r;
-    if (ten_us) {
       try {
-        report.cost = dispatch_cost(context, gpu, *ten_us);
+        row = tune_one(context, problem_suites[i], sp, !options.table_path.empty());
       } catch (const std::exception& e) {
-        report.cost_error = e.what();
+        row.suite = problem_suites[i];
+        row.problem = sp.text;
+        row.p = sp.parsed.problem;
+        row.error = e.what();
       }
+      stop_if_broken();  // the last kernel of this problem
+      guard.idle();
+      state.rows.push_back(row);
+      save();  // after every row: a run cut short still leaves its report
     }
-    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    report.write(out_dir);
-    report.print_short_table();
-    return report.below_baseline() == 0 && report.errors() == 0 ? 0 : 1;
+    if (not_run > 0) std::fprintf(stderr, "arbiter_bench_gpu: %d problems not run (--deadline-s)\n", not_run);
+
+    // The dispatch-cost kernel: the measured winner whose time is closest to 10 us.
+    if (options.dispatch_cost && state.cost.direct <= 0) {
+      const Row* ten_us = nullptr;
+      for (const Row& r : state.rows)
+        if (r.winner_median > 0 && (!ten_us || std::abs(std::log(r.winner_median / 10e-6)) <
+                                                   std::abs(std::log(ten_us->winner_median / 10e-6))))
+          ten_us = &r;
+      if (ten_us) {
+        try {
+          state.cost = dispatch_cost(context, gpu, *ten_us, guard);
+          state.cost_error.clear();
+        } catch (const std::exception& e) {
+          state.cost_error = e.what();
+        }
+        stop_if_broken();
+        guard.idle();
+      } else {
+        state.cost_error = "no measured problem";
+      }
+      save();
+    }
+    save();
+    print_short_table(state);
+    if (not_run > 0) fmt::print("{} problems of these suites not run: out of time (--deadline-s)\n", not_run);
+    return state.below_baseline() == 0 && state.errors() == 0 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "arbiter_bench_gpu: %s\n", e.what());
     return 2;
