@@ -9,7 +9,7 @@
 // fault costs one probe). Output (appended to FILE, default stdout), line-oriented text:
 //   # ...                                   a comment: the device, the probe's inputs
 //   <probe> <where> <hex> [<hex> ...]       raw outputs: 32-bit words (16-bit ones for b16 data)
-//   result <probe> ok | MISMATCH <n> <first> | SKIPPED <why> | ERROR <why>
+//   result <probe> ok | MISMATCH <n> first: <where> | SKIPPED <why> | ERROR <why>
 // The inputs are functions of the indices, written out in each probe's comment. `result`
 // compares the outputs with what the PTX ISA's documented layouts predict (computed on the
 // host here); the raw outputs, not that prediction, are the golden data.
@@ -21,6 +21,7 @@
 
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <cinttypes>
@@ -635,6 +636,7 @@ __global__ void __launch_bounds__(WgmmaProbe<T, kN>::kThreads, 1)
         barrier_expect_bytes(bar, P::kTileA + P::kTileB);
         tma_load_2d(tile_a, &map_a, bar, 0, 0);
         tma_load_2d(tile_b, &map_b, bar, 0, 0);
+        wait_with_limit(bar, 0);  // no copy in flight when the producer leaves
       }
       return;
     }
@@ -846,10 +848,16 @@ int main(int argc, char** argv) {
   }
   cudaDeviceProp prop{};
   if (const cudaError_t s = cudaGetDeviceProperties(&prop, 0); s != cudaSuccess) {
+    // Skipped only where there is no GPU or no driver at all; a driver too old for this
+    // runtime (the same error code) is an error: the probes could have run.
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    const bool no_device = s == cudaErrorNoDevice || driver == nullptr;
+    if (driver != nullptr) dlclose(driver);
     for (const Probe& p : probes())
       if (wanted.empty() || std::find(wanted.begin(), wanted.end(), p.name) != wanted.end())
-        line("result %s SKIPPED no CUDA device: %s", p.name, cudaGetErrorString(s));
-    return 77;
+        line("result %s %s %s: %s", p.name, no_device ? "SKIPPED" : "ERROR", no_device ? "no CUDA device" : "CUDA unusable",
+             cudaGetErrorString(s));
+    return no_device ? 77 : 1;
   }
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);

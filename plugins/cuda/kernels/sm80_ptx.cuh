@@ -1,6 +1,8 @@
 // PTX wrappers for sm_80 and later (Ampere): shared-memory addresses, cp.async copies into
 // shared memory, ldmatrix and mma.sync m16n8k16. Kept in a header, apart from the kernels
 // that use them, so that tests/ptx_probes runs each on its own (golden data for emulation).
+// Each has a "memory" clobber: the compiler must not move ordinary shared-memory accesses
+// across them.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,14 +26,14 @@ namespace sm80 {
 // of the 16 are zero-filled (src_bytes 0: all zeros, outside the matrix). .cg: cached in L2
 // only. Complete only after copy_wait of the group it was committed with.
 __device__ __forceinline__ void copy_async(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
 // Closes the group of this thread's cp.asyncs issued since the last commit.
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most kPending of this thread's committed groups are still in flight.
 template <int kPending>
 __device__ __forceinline__ void copy_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
 // ---- ldmatrix and mma.sync ----------------------------------------------------------------
@@ -42,7 +44,8 @@ __device__ __forceinline__ void copy_wait() {
 __device__ __forceinline__ void ldmatrix_x4(uint32_t address, uint32_t (&r)[4]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address));
+               : "r"(address)
+               : "memory");
 }
 
 // D[16 x 8] += A[16 x 16] . B[16 x 8] on one warp, f32 accumulators, 16-bit T operands.
