@@ -7,6 +7,7 @@
 //   - the epilogue (alpha, beta * C, bias, activation) from the accumulators, bounds-checked.
 // Needs A [m,k] and B [n,k] (ta=0 tb=1), k a multiple of 8 and 16-byte aligned rows.
 #include "gemm_epilogue.cuh"
+#include "launch.cuh"
 #include "sm80_ptx.cuh"
 
 #include <cstdint>
@@ -124,12 +125,8 @@ __global__ void __launch_bounds__(kThreads) gemm_sm80_kernel(GemmArgs g) {
 cudaError_t launch_gemm_sm80(const GemmArgs& g, cudaStream_t stream) {
   if (g.m < 1 || g.n < 1 || g.k < 1 || (g.m + kBlockM - 1) / kBlockM > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((g.n + kBlockN - 1) / kBlockN), static_cast<unsigned>((g.m + kBlockM - 1) / kBlockM));
-  if (g.dtype == Dtype::f16) {
-    gemm_sm80_kernel<__half><<<grid, kThreads, kSharedBytes, stream>>>(g);
-  } else {
-    gemm_sm80_kernel<__nv_bfloat16><<<grid, kThreads, kSharedBytes, stream>>>(g);
-  }
-  return cudaGetLastError();
+  return g.dtype == Dtype::f16 ? launch_kernel(gemm_sm80_kernel<__half>, grid, kThreads, kSharedBytes, stream, g)
+                               : launch_kernel(gemm_sm80_kernel<__nv_bfloat16>, grid, kThreads, kSharedBytes, stream, g);
 }
 
 }  // namespace arbiter::cuda

@@ -15,6 +15,7 @@
 // Needs A [m,k] and B [n,k] (ta=0 tb=1), 16-byte aligned rows and addresses (TMA), k a
 // multiple of 8. The tensor maps are encoded on the host for each launch.
 #include "gemm_epilogue.cuh"
+#include "launch.cuh"
 #include "sm90_ptx.cuh"
 #include "tensor_map.hpp"
 
@@ -171,8 +172,7 @@ cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   const int64_t tiles = ((g.m + kBlockM - 1) / kBlockM) * ((g.n + kBlockN - 1) / kBlockN);
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(tiles, std::max(g.sm_count, 1)));
-  gemm_sm90_kernel<T, kBlockN><<<blocks, kThreads, kSharedBytes, stream>>>(map_a, map_b, g);
-  return cudaGetLastError();
+  return launch_kernel(gemm_sm90_kernel<T, kBlockN>, blocks, kThreads, kSharedBytes, stream, map_a, map_b, g);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 // ([slice][m][n], f32) and a second kernel adds them in slice order (deterministic) and
 // applies the epilogue. Needs k a multiple of 16 bytes and 16-byte aligned rows.
 #include "gemm_epilogue.cuh"
+#include "launch.cuh"
 
 #include <algorithm>
 
@@ -104,16 +105,15 @@ cudaError_t launch_typed(const GemmArgs& g, cudaStream_t stream) {
   const SplitPlan p = plan(g);
   const dim3 grid(static_cast<unsigned>((g.n + kColumnsPerBlock - 1) / kColumnsPerBlock), static_cast<unsigned>(p.slices));
   const dim3 block(kWarps * 32);
-  if (g.m <= 1) splitk_kernel<T, 1><<<grid, block, 0, stream>>>(g, p.slice_k);
-  else if (g.m <= 2) splitk_kernel<T, 2><<<grid, block, 0, stream>>>(g, p.slice_k);
-  else if (g.m <= 4) splitk_kernel<T, 4><<<grid, block, 0, stream>>>(g, p.slice_k);
-  else if (g.m <= 8) splitk_kernel<T, 8><<<grid, block, 0, stream>>>(g, p.slice_k);
-  else splitk_kernel<T, 16><<<grid, block, 0, stream>>>(g, p.slice_k);
-  if (p.slices > 1) {
-    const int64_t outputs = g.m * g.n;
-    splitk_reduce_kernel<T><<<static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream>>>(g, p.slices);
-  }
-  return cudaGetLastError();
+  auto rows = [&](auto kernel) { return launch_kernel(kernel, grid, block, 0, stream, g, p.slice_k); };
+  const cudaError_t status = g.m <= 1   ? rows(splitk_kernel<T, 1>)
+                             : g.m <= 2 ? rows(splitk_kernel<T, 2>)
+                             : g.m <= 4 ? rows(splitk_kernel<T, 4>)
+                             : g.m <= 8 ? rows(splitk_kernel<T, 8>)
+                                        : rows(splitk_kernel<T, 16>);
+  if (status != cudaSuccess || p.slices == 1) return status;
+  const int64_t outputs = g.m * g.n;
+  return launch_kernel(splitk_reduce_kernel<T>, static_cast<unsigned>((outputs + 255) / 256), 256, 0, stream, g, p.slices);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The one way the cuda plugin's host code starts a kernel: cudaLaunchKernelEx, an ordinary
 // runtime call (no <<< >>> syntax), so that the same launch sites compile for the GPU and
-// for a host build of the kernels. Returns the launch's status.
+// for the SIMT emulator (emulator/). Returns the launch's status and, as <<< >>> followed by
+// cudaGetLastError() did, leaves no error behind for the thread's next call.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +19,9 @@ cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
   config.blockDim = block;
   config.dynamicSmemBytes = shared_bytes;
   config.stream = stream;
-  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  if (status != cudaSuccess) cudaGetLastError();
+  return status;
 }
 
 }  // namespace arbiter::cuda

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernel_args.hpp"
+#include "launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -42,10 +43,7 @@ cudaError_t launch_row_kernel(const RowArgs& args, cudaStream_t stream, Pick pic
   if (shape.vectors_per_thread == 0 || args.rows < 1 || args.rows > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(args.rows)), block(static_cast<unsigned>(shape.threads));
   auto by_vectors = [&](auto type) {
-    auto go = [&](auto* kernel) {
-      kernel<<<grid, block, 0, stream>>>(args);
-      return cudaGetLastError();
-    };
+    auto go = [&](auto* kernel) { return launch_kernel(kernel, grid, block, 0, stream, args); };
     switch (shape.vectors_per_thread) {
       case 1: return go(pick(type, std::integral_constant<int, 1>{}));
       case 2: return go(pick(type, std::integral_constant<int, 2>{}));

@@ -5,6 +5,7 @@
 // memory (each reads the other seven's values in rank order: every block gets the same,
 // deterministic total). Needs cols a multiple of 16 bytes and 16-byte aligned rows.
 #include "common.cuh"
+#include "launch.cuh"
 #include "row_shape.cuh"
 #include "sm90_ptx.cuh"
 
@@ -114,12 +115,11 @@ cudaError_t launch_softmax_cluster(const RowArgs& args, cudaStream_t stream) {
   auto by_vectors = [&](auto type) {
     using T = decltype(type);
     switch (shape.vectors_per_thread) {
-      case 1: softmax_cluster_kernel<T, 1><<<grid, block, 0, stream>>>(args); break;
-      case 2: softmax_cluster_kernel<T, 2><<<grid, block, 0, stream>>>(args); break;
-      case 4: softmax_cluster_kernel<T, 4><<<grid, block, 0, stream>>>(args); break;
-      default: softmax_cluster_kernel<T, 8><<<grid, block, 0, stream>>>(args); break;
+      case 1: return launch_kernel(softmax_cluster_kernel<T, 1>, grid, block, 0, stream, args);
+      case 2: return launch_kernel(softmax_cluster_kernel<T, 2>, grid, block, 0, stream, args);
+      case 4: return launch_kernel(softmax_cluster_kernel<T, 4>, grid, block, 0, stream, args);
+      default: return launch_kernel(softmax_cluster_kernel<T, 8>, grid, block, 0, stream, args);
     }
-    return cudaGetLastError();
   };
   switch (args.dtype) {
     case Dtype::f32: return by_vectors(float{});
