@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libboost-dev libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev libdlpack-dev libopenblas-dev
+  libboost-dev libboost-context-dev libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev libdlpack-dev libopenblas-dev
   valgrind python3 python3-pip
 )
 missing=()

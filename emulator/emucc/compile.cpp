@@ -1,0 +1,108 @@
+#include "compile.hpp"
+
+#include "source_rewriter.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+extern char** environ;
+
+namespace arbiter::emucc {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs a program (no shell), its standard output and error appended to `log`.
+bool run(const std::vector<std::string>& argv, std::string& log) {
+  char path_template[] = "/tmp/arbiter-emucc-log-XXXXXX";
+  const int fd = mkstemp(path_template);
+  if (fd < 0) {
+    log += "emucc: cannot create a temporary file\n";
+    return false;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, fd, 2);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  int status = 0;
+  if (spawned == 0) waitpid(pid, &status, 0);
+  std::ifstream in(path_template);
+  log += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  ::close(fd);
+  ::unlink(path_template);
+  if (spawned != 0) {
+    log += "emucc: cannot run " + argv[0] + "\n";
+    return false;
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+std::string temporary_path(const std::string& output, const char* suffix) {
+  std::random_device random;
+  return output + ".emucc-" + std::to_string(::getpid()) + "-" + std::to_string(random() % 100000) + suffix;
+}
+
+}  // namespace
+
+CompileResult compile_for_emulator(const CompileJob& job) {
+  CompileResult result;
+  const std::string preprocessed = temporary_path(job.output, ".ii");
+  const std::string rewritten = job.keep_rewritten.empty() ? temporary_path(job.output, ".emu.ii") : job.keep_rewritten;
+  struct Cleanup {
+    std::vector<std::string> files;
+    ~Cleanup() {
+      for (const std::string& f : files) std::remove(f.c_str());
+    }
+  } cleanup;
+  cleanup.files.push_back(preprocessed);
+  if (job.keep_rewritten.empty()) cleanup.files.push_back(rewritten);
+
+  // 1. Preprocess: the stand-ins first on the include path, the prelude before the source.
+  std::vector<std::string> pre = {job.compiler, "-E", "-std=c++20", "-x", "c++", "-I", job.emulator_include,
+                                  "-include", "arbiter_emulator/prelude.hpp"};
+  pre.insert(pre.end(), job.flags.begin(), job.flags.end());
+  if (!job.depfile.empty()) pre.insert(pre.end(), {"-MD", "-MF", job.depfile, "-MT", job.output});
+  pre.insert(pre.end(), {job.input, "-o", preprocessed});
+  if (!run(pre, result.log)) return result;
+
+  // 2. Rewrite.
+  std::ifstream in(preprocessed, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  RewriteResult r = rewrite_cuda_source(text.str());
+  for (const std::string& e : r.errors) result.log += e + ": the emulator's source rewriting\n";
+  if (!r.errors.empty()) return result;
+  {
+    std::ofstream out(rewritten, std::ios::binary);
+    out << r.text;
+    if (!out) {
+      result.log += "emucc: cannot write " + rewritten + "\n";
+      return result;
+    }
+  }
+
+  // 3. Compile the rewritten text as preprocessed C++ (no second preprocessing).
+  // #pragma unroll is nvcc's; GCC would warn about every one.
+  std::vector<std::string> compile = {job.compiler, "-x", "c++-cpp-output", "-std=c++20", "-Wno-unknown-pragmas"};
+  compile.insert(compile.end(), job.flags.begin(), job.flags.end());
+  compile.insert(compile.end(), {job.shared_library ? "-shared" : "-c", rewritten, "-o", job.output});
+  result.ok = run(compile, result.log);
+  return result;
+}
+
+}  // namespace arbiter::emucc
