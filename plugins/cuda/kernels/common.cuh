@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace arbiter::cuda {
 
@@ -46,8 +47,17 @@ struct Vec16 {
     bits = reinterpret_cast<const uint4*>(row)[index];
   }
   __device__ __forceinline__ void store(T* row, int index) const { reinterpret_cast<uint4*>(row)[index] = bits; }
-  __device__ __forceinline__ float get(int i) const { return to_float(reinterpret_cast<const T*>(&bits)[i]); }
-  __device__ __forceinline__ void set(int i, float v) { reinterpret_cast<T*>(&bits)[i] = from_float<T>(v); }
+  // Element i, copied out of (into) the packed bits: reading a uint4 through a T pointer
+  // would break C++'s strict aliasing rule (the SIMT emulator's -O2 build miscompiled it).
+  __device__ __forceinline__ float get(int i) const {
+    T element;
+    memcpy(&element, reinterpret_cast<const unsigned char*>(&bits) + i * sizeof(T), sizeof(T));
+    return to_float(element);
+  }
+  __device__ __forceinline__ void set(int i, float v) {
+    const T element = from_float<T>(v);
+    memcpy(reinterpret_cast<unsigned char*>(&bits) + i * sizeof(T), &element, sizeof(T));
+  }
 };
 
 struct SumOp {
