@@ -14,7 +14,9 @@ function(arbiter_emulated_objects out)
     list(APPEND flags -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
   endif()
   foreach(dir IN LISTS ARG_INCLUDE_DIRECTORIES)
-    list(APPEND flags "-I${dir}")
+    if(NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)  # -I/usr/include would reorder the system's
+      list(APPEND flags "-I${dir}")
+    endif()
   endforeach()
   foreach(def IN LISTS ARG_DEFINITIONS)
     list(APPEND flags "-D${def}")
@@ -36,4 +38,32 @@ function(arbiter_emulated_objects out)
   endforeach()
   set_source_files_properties(${objects} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
   set(${out} ${objects} PARENT_SCOPE)
+endfunction()
+
+# arbiter_add_emulated_plugin(<name> SOURCES <files>... [INCLUDE_DIRECTORIES <dirs>...]
+#                             [HASH_DIRS <dirs>...] [LIBRARIES <targets>...])
+#
+# The SIMT emulator's build of a CUDA plugin: the same sources (plugin host code and kernels)
+# compiled by arbiter-emucc, linked with arbiter_emu into arbiter_<name>.so in the emulated
+# plugin folder (<libdir>/arbiter/plugins-emulated). The target is arbiter_<name>_emulated;
+# its build id differs from the GPU build's.
+function(arbiter_add_emulated_plugin name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;INCLUDE_DIRECTORIES;HASH_DIRS;LIBRARIES" ${ARGN})
+  arbiter_plugin_build_id(build_id SOURCES ${ARG_SOURCES}
+                          HASH_DIRS ${ARG_HASH_DIRS} "${PROJECT_SOURCE_DIR}/emulator/include"
+                                    "${PROJECT_SOURCE_DIR}/emulator/include/arbiter_emulator"
+                          SALT "SIMT emulator")
+  arbiter_emulated_objects(objects SOURCES ${ARG_SOURCES}
+    INCLUDE_DIRECTORIES ${ARG_INCLUDE_DIRECTORIES} "${ARBITER_PUBLIC_INCLUDE_DIR}" "${DLPACK_INCLUDE_DIR}"
+                        "${PROJECT_SOURCE_DIR}/plugins/common"
+    DEFINITIONS "ARBITER_PLUGIN_BUILD_ID=\"${build_id}\"")
+  set(target arbiter_${name}_emulated)
+  add_library(${target} MODULE ${objects})
+  file(RELATIVE_PATH to_lib "/p/${ARBITER_EMULATED_PLUGIN_INSTALL_DIR}" "/p/${CMAKE_INSTALL_LIBDIR}")
+  set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME "arbiter_${name}" LINKER_LANGUAGE CXX
+                                             LIBRARY_OUTPUT_DIRECTORY "${ARBITER_EMULATED_PLUGIN_OUTPUT_DIR}"
+                                             INSTALL_RPATH "$ORIGIN/${to_lib}")
+  target_link_libraries(${target} PRIVATE arbiter_emu ${ARG_LIBRARIES})
+  target_link_options(${target} PRIVATE -Wl,--no-undefined)
+  install(TARGETS ${target} LIBRARY DESTINATION ${ARBITER_EMULATED_PLUGIN_INSTALL_DIR})
 endfunction()

@@ -24,6 +24,17 @@ function(arbiter_add_plugin name)
   target_link_libraries(${target} PRIVATE arbiter::plugin)
   target_link_options(${target} PRIVATE -Wl,--no-undefined)
 
+  arbiter_plugin_build_id(build_id SOURCES ${ARG_SOURCES} HASH_DIRS ${ARG_HASH_DIRS})
+  target_compile_definitions(${target} PRIVATE ARBITER_PLUGIN_BUILD_ID="${build_id}")
+endfunction()
+
+# arbiter_plugin_build_id(<out-var> SOURCES <files>... [HASH_DIRS <dirs>...] [SALT <text>])
+#
+# The build id of a plugin: a hash of its sources, the headers beside them and in HASH_DIRS,
+# arbiter's public headers, the compiler and the flags (SALT tells builds of the same sources
+# apart, e.g. the SIMT emulator's).
+function(arbiter_plugin_build_id out)
+  cmake_parse_arguments(ARG "" "SALT" "SOURCES;HASH_DIRS" ${ARGN})
   set(hashed_files "")
   set(header_dirs ${ARG_HASH_DIRS} ${ARBITER_PUBLIC_INCLUDE_DIR}/arbiter)
   foreach(source IN LISTS ARG_SOURCES)
@@ -49,7 +60,8 @@ function(arbiter_add_plugin name)
     string(APPEND fingerprint " ${hash}")
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${file}")
   endforeach()
+  string(APPEND fingerprint " ${ARG_SALT}")
   string(SHA256 build_id "${fingerprint}")
   string(SUBSTRING "${build_id}" 0 16 build_id)
-  target_compile_definitions(${target} PRIVATE ARBITER_PLUGIN_BUILD_ID="${build_id}")
+  set(${out} "${build_id}" PARENT_SCOPE)
 endfunction()

@@ -8,12 +8,24 @@
 #include <fmt/format.h>
 
 namespace arbiter {
+namespace {
+
+// The device that serves CUDA problems, per cuda.device.
+std::unique_ptr<Device> make_cuda_for(const CudaConfig& config, std::string* why) {
+  switch (config.device) {
+    case CudaDeviceKind::emulated: return make_emulated_cuda_device(why);
+    case CudaDeviceKind::off: *why = "no CUDA device: cuda.device is \"off\""; return nullptr;
+    default: return make_cuda_device(0, why);
+  }
+}
+
+}  // namespace
 
 Context::Context(Config config, std::function<void(const arb_problem&, const TuneResult&)> on_tuned)
     : config_(std::move(config)),
       cpu_device_(adopt(make_cpu_device(), devices_.cpu)),
-      cuda_device_(adopt(make_cuda_device(0, &devices_.cuda_unavailable), devices_.cuda)),
-      registry_(config_.plugins),
+      cuda_device_(adopt(make_cuda_for(config_.cuda, &devices_.cuda_unavailable), devices_.cuda)),
+      registry_(config_.plugins, config_.cuda.device == CudaDeviceKind::emulated),
       gate_(devices_, registry_, config_.verify),
       tuner_(devices_, registry_, gate_, config_.tune),
       dispatcher_(registry_, config_.dispatch, services(std::move(on_tuned))) {

@@ -76,6 +76,15 @@ struct TuneConfig {
   std::vector<std::string> exclude;  // "<plugin>.<kernel>": never verified or timed by the tuner
 };
 
+// What serves CUDA problems (cuda.device): a GPU when the machine has a usable one, the
+// SIMT emulator (the CUDA plugins' own sources run on the CPU: correctness, never speed), or
+// nothing.
+enum class CudaDeviceKind { gpu, emulated, off };
+
+struct CudaConfig {
+  CudaDeviceKind device = CudaDeviceKind::gpu;
+};
+
 struct Config {
   std::string source;  // where it came from, for messages
   arb_log_level log_level = ARB_LOG_WARN;
@@ -84,6 +93,7 @@ struct Config {
   TableConfig table;
   VerifyConfig verify;
   TuneConfig tune;
+  CudaConfig cuda;
 };
 
 std::string_view table_policy_name(TablePolicy policy);

@@ -184,6 +184,19 @@ void read_tune(Section& root, const std::string& source, TuneConfig& out) {
   s.finish();
 }
 
+void read_cuda(Section& root, const std::string& source, CudaConfig& out) {
+  const toml::table* table = subtable(root, "cuda");
+  if (table == nullptr) return;
+  Section s(*table, "cuda", source, ARB_ERR_CONFIG);
+  if (auto device = s.string("device")) {
+    if (*device == "gpu") out.device = CudaDeviceKind::gpu;
+    else if (*device == "emulated") out.device = CudaDeviceKind::emulated;
+    else if (*device == "off") out.device = CudaDeviceKind::off;
+    else s.error(*s.find("device"), "'cuda.device' must be \"gpu\", \"emulated\" or \"off\", not \"" + *device + "\"");
+  }
+  s.finish();
+}
+
 }  // namespace
 
 Config parse_config(std::string_view toml_text, const std::string& source, const std::string& base_dir) {
@@ -207,6 +220,7 @@ Config parse_config(std::string_view toml_text, const std::string& source, const
   read_table(root, source, base_dir, config.table);
   read_verify(root, source, config.verify);
   read_tune(root, source, config.tune);
+  read_cuda(root, source, config.cuda);
   root.finish();
   return config;
 }

@@ -93,6 +93,9 @@ std::unique_ptr<Device> make_cpu_device();
 // without CUDA).
 std::unique_ptr<Device> make_cuda_device(int id, std::string* why);
 
+// The SIMT emulator as the CUDA device, or nullptr with the reason (a build without it).
+std::unique_ptr<Device> make_emulated_cuda_device(std::string* why);
+
 // The devices one context works with; the CPU is always there.
 struct Devices {
   Device* cpu = nullptr;

@@ -20,10 +20,22 @@ std::string disabled_reason(const PluginsConfig& config, const std::string& name
   return "";
 }
 
+// Why a loaded plugin's CUDA kernels cannot serve this context's CUDA device, or "".
+std::string device_mismatch(const PluginRecord& plugin, bool emulated_cuda) {
+  bool cuda = false;
+  for (const KernelRecord& k : plugin.kernels) cuda |= k.abi.device_type == kDLCUDA;
+  if (!cuda) return "";
+  if (emulated_cuda && !plugin.emulated)
+    return "built for a GPU, and this context's CUDA device is the SIMT emulator (cuda.device = \"emulated\")";
+  if (!emulated_cuda && plugin.emulated)
+    return "built for the SIMT emulator, and this context's CUDA device is not (cuda.device = \"emulated\" uses it)";
+  return "";
+}
+
 }  // namespace
 
-KernelRegistry::KernelRegistry(const PluginsConfig& config) {
-  for (const PluginCandidate& candidate : find_plugin_files(config, notes_)) {
+KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) {
+  for (const PluginCandidate& candidate : find_plugin_files(config, emulated_cuda, notes_)) {
     // A file named like a disabled plugin is not even opened.
     const std::string file_name = plugin_name_from_file(candidate.path);
     if (!file_name.empty()) {
@@ -43,6 +55,10 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config) {
       if (std::string why = disabled_reason(config, record->name); !why.empty()) {
         record->state = PluginState::disabled;
         record->reason = why;
+      } else if (std::string mismatch = device_mismatch(*record, emulated_cuda); !mismatch.empty()) {
+        record->state = PluginState::rejected;
+        record->reason = mismatch;
+        logger().info("plugin '{}' at {}: {}", record->name, record->path, record->reason);
       } else {
         for (const auto& other : plugins_) {
           if (other->state == PluginState::loaded && other->name == record->name) {

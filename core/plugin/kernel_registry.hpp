@@ -15,7 +15,9 @@ namespace arbiter {
 
 class KernelRegistry {
  public:
-  explicit KernelRegistry(const PluginsConfig& config);
+  // emulated_cuda: the CUDA device is the SIMT emulator, so CUDA kernels come only from
+  // emulated builds of plugins (and, otherwise, only from builds for a GPU).
+  KernelRegistry(const PluginsConfig& config, bool emulated_cuda);
   ~KernelRegistry();  // unloads the plugins, last loaded first
   KernelRegistry(const KernelRegistry&) = delete;
   KernelRegistry& operator=(const KernelRegistry&) = delete;

@@ -166,6 +166,8 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path) {
     if (release != nullptr) release(plugin_ctx);
   });
   if (std::string why = read_descriptor(descriptor, *record); !why.empty()) return reject(why);
+  // An emulated build depends on libarbiter_emu: its own symbol scope resolves the marker.
+  record->emulated = library->has("arbiter_emulator_build");
   record->state = PluginState::loaded;
   logger().info("plugin '{}' {} loaded from {} ({} kernels, ABI {}.{})", record->name, record->version, record->path,
                 record->kernels.size(), record->abi_major, record->abi_minor);

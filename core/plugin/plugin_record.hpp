@@ -29,6 +29,7 @@ struct PluginRecord {
   uint32_t abi_major = 0, abi_minor = 0;  // as the plugin declared
   uint32_t agreed_minor = 0;              // the minor both sides understand
   int32_t provenance = ARB_PROVENANCE_UNSPECIFIED;
+  bool emulated = false;  // built for the SIMT emulator: it links libarbiter_emu (checked by the host)
   int32_t own_priority = 0;  // as the plugin declared
   int32_t priority = 0;      // effective (config may override)
   std::vector<KernelRecord> kernels;

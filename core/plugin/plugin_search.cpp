@@ -53,9 +53,29 @@ fs::path install_plugin_dir() {
   return {};
 }
 
-std::vector<PluginCandidate> find_plugin_files(const PluginsConfig& config, std::vector<std::string>& notes) {
+fs::path emulated_plugin_dir() {
+  const fs::path plugins = install_plugin_dir();
+  if (plugins.empty()) return {};
+  std::error_code ec;
+  const fs::path dir = plugins.parent_path() / "plugins-emulated";
+  return fs::is_directory(dir, ec) ? dir : fs::path();
+}
+
+std::vector<PluginCandidate> find_plugin_files(const PluginsConfig& config, bool emulated_cuda,
+                                               std::vector<std::string>& notes) {
   std::vector<std::pair<std::string, std::string>> roots;  // path, origin
+  std::set<std::string> emulated_names;  // plugins the emulated folder replaces
+  if (emulated_cuda && config.search_default_paths) {
+    if (const fs::path dir = emulated_plugin_dir(); !dir.empty()) {
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(dir, ec))
+        if (const std::string name = plugin_name_from_file(entry.path()); !name.empty()) emulated_names.insert(name);
+    } else {
+      notes.push_back("cuda.device is \"emulated\", but this installation has no emulated plugins (plugins-emulated)");
+    }
+  }
   for (const std::string& p : config.paths) roots.emplace_back(p, "config");
+  if (!emulated_names.empty()) roots.emplace_back(emulated_plugin_dir().string(), "emulated");
   if (config.search_default_paths) {
     for (const std::string& p : split_path_list(std::getenv("ARBITER_PLUGIN_PATH")))
       roots.emplace_back(p, "ARBITER_PLUGIN_PATH");
@@ -65,6 +85,10 @@ std::vector<PluginCandidate> find_plugin_files(const PluginsConfig& config, std:
   std::vector<PluginCandidate> found;
   std::set<fs::path> seen;
   auto add = [&](const fs::path& file, const std::string& origin) {
+    if (origin != "emulated" && emulated_names.count(plugin_name_from_file(file)) != 0) {
+      notes.push_back("plugin " + file.string() + " (" + origin + "): its emulated build is used instead");
+      return;
+    }
     std::error_code ec;
     fs::path canonical = fs::weakly_canonical(file, ec);
     if (ec) canonical = file;

@@ -18,11 +18,17 @@ struct PluginCandidate {
 
 // Folders contribute their files named arbiter_<name>.so, sorted by name; files named
 // directly are taken as they are. The same file reached twice is listed once.
-// Paths that do not exist are skipped and reported in `notes`.
-std::vector<PluginCandidate> find_plugin_files(const PluginsConfig& config, std::vector<std::string>& notes);
+// Paths that do not exist are skipped and reported in `notes`. With emulated_cuda the
+// install's emulated builds (emulated_plugin_dir()) come first among the default paths, and
+// replace every other plugin file of the same name.
+std::vector<PluginCandidate> find_plugin_files(const PluginsConfig& config, bool emulated_cuda,
+                                               std::vector<std::string>& notes);
 
 // The plugin folder of this installation (or build tree), empty if none is found.
 std::filesystem::path install_plugin_dir();
+// Beside it, the plugins built for the SIMT emulator (<libdir>/arbiter/plugins-emulated),
+// empty if there is no such folder.
+std::filesystem::path emulated_plugin_dir();
 
 // "arbiter_cpu.so" -> "cpu"; "" if the file is not named like a plugin.
 std::string plugin_name_from_file(const std::filesystem::path& path);

@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <utility>
 
+#define ARBITER_EMULATOR_RUNTIME 1  // this is the emulator's runtime header, not NVIDIA's
 #define CUDART_VERSION 13000
 #define cudaStreamNonBlocking 0x01u
 #define cudaStreamDefault 0x00u

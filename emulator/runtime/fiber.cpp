@@ -1,6 +1,9 @@
 #include "fiber.hpp"
 
 #include <boost/context/fiber.hpp>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 #include <boost/context/stack_context.hpp>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -66,22 +69,45 @@ struct PooledStack {
 
 thread_local Fiber* running = nullptr;
 
+// AddressSanitizer must be told of every stack switch (its fake stacks, its idea of where the
+// stack is): start before the switch, finish once on the other stack.
+#if defined(__SANITIZE_ADDRESS__)
+void start_switch(void** fake_stack, const void* bottom, size_t size) { __sanitizer_start_switch_fiber(fake_stack, bottom, size); }
+void finish_switch(void* fake_stack, const void** bottom, size_t* size) {
+  __sanitizer_finish_switch_fiber(fake_stack, bottom, size);
+}
+#else
+void start_switch(void**, const void*, size_t) {}
+void finish_switch(void*, const void**, size_t*) {}
+#endif
+
 }  // namespace
 
 struct Fiber::State {
   ctx::fiber self;    // the fiber while it is suspended (empty while it runs or once finished)
   ctx::fiber caller;  // whoever resumed it, while it runs
   bool done = false;
+  const void* stack_bottom = nullptr;  // the fiber's stack
+  size_t stack_size = 0;
+  const void* caller_bottom = nullptr;  // the resumer's stack (for ASan's switch back)
+  size_t caller_size = 0;
+  void* fake_stack = nullptr;
 };
 
 Fiber::Fiber(std::function<void()> body, size_t stack_bytes) : state_(std::make_unique<State>()) {
   State* s = state_.get();
-  s->self = ctx::fiber(std::allocator_arg, PooledStack{stack_bytes}, [s, body = std::move(body)](ctx::fiber&& caller) {
-    s->caller = std::move(caller);
-    body();
-    s->done = true;
-    return std::move(s->caller);
-  });
+  ctx::stack_context stack = pool().take(stack_bytes);
+  s->stack_bottom = static_cast<char*>(stack.sp) - stack.size;
+  s->stack_size = stack.size;
+  s->self = ctx::fiber(std::allocator_arg, ctx::preallocated(stack.sp, stack.size, stack), PooledStack{stack_bytes},
+                       [s, body = std::move(body)](ctx::fiber&& caller) {
+                         finish_switch(nullptr, &s->caller_bottom, &s->caller_size);
+                         s->caller = std::move(caller);
+                         body();
+                         s->done = true;
+                         start_switch(nullptr, s->caller_bottom, s->caller_size);  // this stack is done
+                         return std::move(s->caller);
+                       });
 }
 
 Fiber::~Fiber() = default;  // ctx::fiber's destructor unwinds a suspended fiber
@@ -90,7 +116,10 @@ bool Fiber::resume() {
   if (state_->done) return false;
   Fiber* outer = running;
   running = this;
+  void* fake_stack = nullptr;
+  start_switch(&fake_stack, state_->stack_bottom, state_->stack_size);
   state_->self = std::move(state_->self).resume();
+  finish_switch(fake_stack, nullptr, nullptr);
   running = outer;
   return !state_->done;
 }
@@ -100,7 +129,10 @@ bool Fiber::finished() const { return state_->done; }
 void Fiber::yield() {
   Fiber* f = running;
   if (f == nullptr) throw std::logic_error("Fiber::yield outside a fiber");
-  f->state_->caller = std::move(f->state_->caller).resume();
+  State& s = *f->state_;
+  start_switch(&s.fake_stack, s.caller_bottom, s.caller_size);
+  s.caller = std::move(s.caller).resume();
+  finish_switch(s.fake_stack, &s.caller_bottom, &s.caller_size);
 }
 
 Fiber* Fiber::current() { return running; }

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <string>
 
+extern "C" const int arbiter_emulator_build = 1;
+
 namespace arbiter::emu {
 namespace {
 

@@ -333,6 +333,19 @@ std::string waiting_report(const Cluster& c) {
   return out;
 }
 
+// After a fault: every thread that has not finished is resumed once, and ends by unwinding
+// from the wait it was in (block() and spin() throw LaunchAborted once the launch has
+// failed), so that no fiber is ever destroyed while it is suspended.
+void unwind_all(Cluster& c) {
+  for (auto& b : c.blocks)
+    for (ThreadState& t : b->threads)
+      if (t.fiber && !t.fiber->finished()) {
+        enter(t);
+        t.fiber->resume();
+        running_thread = nullptr;
+      }
+}
+
 void fail_cluster(Launch& launch, Status status, const std::string& what) {
   std::lock_guard<std::mutex> lock(launch.fault_mutex);
   if (launch.status == kSuccess) {
@@ -373,6 +386,7 @@ void run_cluster(Launch& launch, uint3 cluster_index) {
       ThreadState* tp = &t;
       t.fiber = std::make_unique<Fiber>(
           [tp, &launch] {
+            if (launch.status != kSuccess) return;  // the launch failed before this thread began
             try {
               launch.run(launch.kernel, launch.arguments);
             } catch (const LaunchAborted&) {
@@ -413,26 +427,26 @@ void run_cluster(Launch& launch, uint3 cluster_index) {
       running_thread = nullptr;
       if (!alive) thread_exited(t);
       else all_spun &= t.spun;
-      if (launch.status != kSuccess) return;  // the fibers are unwound with the cluster
+      if (launch.status != kSuccess) return unwind_all(c);
     }
     bool all_exited = true;
     for (const auto& b : c.blocks) all_exited &= b->exited == b->threads.size();
     if (all_exited) break;
     if (!any_ready) {
       fail_cluster(launch, kErrorLaunchFailure, "deadlock: no thread can go on;" + waiting_report(c));
-      return;
+      return unwind_all(c);
     }
     idle_rounds = (all_spun && c.progress == before) ? idle_rounds + 1 : 0;
     if (idle_rounds >= 3) {
       fail_cluster(launch, kErrorLaunchFailure, "deadlock: every thread waits and nothing changes;" + waiting_report(c));
-      return;
+      return unwind_all(c);
     }
     if ((round & 63) == 63 &&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() > limit) {
       fail_cluster(launch, kErrorLaunchTimeout,
                    "the launch ran past ARBITER_EMU_LAUNCH_SECONDS (" + std::to_string(static_cast<int>(limit)) +
                        " s);" + waiting_report(c));
-      return;
+      return unwind_all(c);
     }
   }
   for (auto& b : c.blocks) {
@@ -465,7 +479,7 @@ void kernel_entry(const KernelAttributes& attributes) {
   if (running_probe != nullptr && running_thread == nullptr) {
     running_probe->reached = true;
     running_probe->declared = attributes;
-    Fiber::yield();  // the prober never resumes this fiber: it is unwound
+    throw LaunchAborted{};  // the dry start ends here, before the kernel's body
   }
 }
 
@@ -484,8 +498,8 @@ bool probe_kernel(const void* kernel, KernelProbe probe, KernelAttributes& decla
           }
         },
         default_fiber_stack_bytes());
-    fiber.resume();
-  }  // unwinds the probe's stack
+    fiber.resume();  // runs to kernel_entry, which ends it
+  }
   running_probe = outer;
   running_thread = outer_thread;
   if (!state.reached) {

@@ -20,7 +20,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
+// __noinline__ is left alone: libstdc++ spells the attribute __attribute__((__noinline__)).
 #define __inline_hint__ inline
 #define __constant__
 #define __managed__

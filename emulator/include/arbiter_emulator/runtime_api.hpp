@@ -12,6 +12,10 @@
 #include <tuple>
 #include <utility>
 
+// Exported by libarbiter_emu: a plugin whose dependencies resolve it is an emulated build
+// (the host looks it up through the plugin's own handle, core/plugin/plugin_loader.cpp).
+extern "C" ARBITER_EMU_API const int arbiter_emulator_build;
+
 namespace arbiter::emu {
 
 // The status codes, with the CUDA runtime's values.
