@@ -48,7 +48,7 @@ endfunction()
 # plugin folder (<libdir>/arbiter/plugins-emulated). The target is arbiter_<name>_emulated;
 # its build id differs from the GPU build's.
 function(arbiter_add_emulated_plugin name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;INCLUDE_DIRECTORIES;HASH_DIRS;LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;INCLUDE_DIRECTORIES;DEFINITIONS;HASH_DIRS;LIBRARIES" ${ARGN})
   arbiter_plugin_build_id(build_id SOURCES ${ARG_SOURCES}
                           HASH_DIRS ${ARG_HASH_DIRS} "${PROJECT_SOURCE_DIR}/emulator/include"
                                     "${PROJECT_SOURCE_DIR}/emulator/include/arbiter_emulator"
@@ -56,7 +56,7 @@ function(arbiter_add_emulated_plugin name)
   arbiter_emulated_objects(objects SOURCES ${ARG_SOURCES}
     INCLUDE_DIRECTORIES ${ARG_INCLUDE_DIRECTORIES} "${ARBITER_PUBLIC_INCLUDE_DIR}" "${DLPACK_INCLUDE_DIR}"
                         "${PROJECT_SOURCE_DIR}/plugins/common"
-    DEFINITIONS "ARBITER_PLUGIN_BUILD_ID=\"${build_id}\"")
+    DEFINITIONS "ARBITER_PLUGIN_BUILD_ID=\"${build_id}\"" ${ARG_DEFINITIONS})
   set(target arbiter_${name}_emulated)
   add_library(${target} MODULE ${objects})
   file(RELATIVE_PATH to_lib "/p/${ARBITER_EMULATED_PLUGIN_INSTALL_DIR}" "/p/${CMAKE_INSTALL_LIBDIR}")

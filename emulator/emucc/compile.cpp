@@ -97,10 +97,15 @@ CompileResult compile_for_emulator(const CompileJob& job) {
   }
 
   // 3. Compile the rewritten text as preprocessed C++ (no second preprocessing).
-  // #pragma unroll is nvcc's; GCC would warn about every one.
-  std::vector<std::string> compile = {job.compiler, "-x", "c++-cpp-output", "-std=c++20", "-Wno-unknown-pragmas"};
+  // #pragma unroll is nvcc's; GCC would warn about every one. -fno-tree-ter: GCC 12.2 at -O1
+  // and above drops the `& 0xffff0000` of `bit_cast<float>(bit_cast<unsigned>(v) & 0xffff0000u)`
+  // when v was clamped by fminf/fmaxf on another path (emulator/README.md has the reproducer;
+  // clang and -O0 are right), which made a cheating kernel look exact.
+  std::vector<std::string> compile = {job.compiler, "-x", "c++-cpp-output", "-std=c++20", "-Wno-unknown-pragmas",
+                                      "-fno-tree-ter"};
   compile.insert(compile.end(), job.flags.begin(), job.flags.end());
   compile.insert(compile.end(), {job.shared_library ? "-shared" : "-c", rewritten, "-o", job.output});
+  if (job.shared_library) compile.insert(compile.end(), job.libraries.begin(), job.libraries.end());
   result.ok = run(compile, result.log);
   return result;
 }

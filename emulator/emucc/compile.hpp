@@ -15,6 +15,7 @@ struct CompileJob {
   std::string input, output;             // a .cu source; an object file or a shared library
   bool shared_library = false;           // -shared (link the one source into a .so) instead of -c
   std::vector<std::string> flags;        // -I, -D, -O, -g, -f..., sanitizers: given to every step
+  std::vector<std::string> libraries;    // -L, -l, -Wl: after the source, when linking a shared library
   std::string depfile;                   // make-style dependencies of the output, if not empty
   std::string keep_rewritten;            // where to keep the rewritten source, if not empty
 };

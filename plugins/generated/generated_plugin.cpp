@@ -1,6 +1,7 @@
 // The generated plugin: AI-generated CUDA kernels kept as .cu sources with TOML manifests
-// (docs/generated-kernels.md), compiled at load time with NVRTC for the GPU present (the
-// compile cache makes later loads cheap), always verified by the gate before use.
+// (docs/generated-kernels.md), compiled at load time with NVRTC for the GPU present, or for
+// the SIMT emulator in its emulated build (kernel_module.hpp; compile caches make later loads
+// cheap), always verified by the gate before use.
 // Manifests are found in the "generated" folder beside this plugin, in the folders and
 // files of ARBITER_GENERATED_PATH (colon-separated), and in ARBITER_GENERATED_MANIFESTS
 // (colon-separated manifest files, for `arbiter try`). A kernel that fails to compile is
@@ -10,7 +11,7 @@
 
 #include "cuda_plugin_support.hpp"
 #include "kernel_manifest.hpp"
-#include "nvrtc_compiler.hpp"
+#include "kernel_module.hpp"
 #include "sha256.hpp"
 
 #include <cuda_runtime.h>
@@ -37,11 +38,10 @@ using arbiter::plugin::Why;
 
 constexpr const char* kPlugin = "generated";
 
-// One manifest, compiled and loaded: a function per dtype that compiled.
+// One manifest, compiled and loaded: a module per dtype that compiled.
 struct LoadedKernel {
   Manifest manifest;
-  std::map<int32_t, cudaKernel_t> functions;
-  std::vector<cudaLibrary_t> libraries;  // kept loaded for the life of the process
+  std::map<int32_t, std::unique_ptr<arbiter::generated::KernelModule>> functions;
 };
 
 std::vector<std::string> split(const char* list) {
@@ -94,62 +94,19 @@ dim3 dims(const arbiter::generated::Formula (&f)[3], const arb_problem& p, const
 // Launches one compiled kernel with the arguments of its signature convention.
 void launch(const LoadedKernel& k, const Launch& l) {
   const arb_problem& p = l.problem;
-  const arb_operands& o = l.operands;
   auto it = k.functions.find(p.dtype);
   if (it == k.functions.end()) throw Error(ARB_ERR_UNSUPPORTED, "not compiled for this dtype");
   const Manifest& m = k.manifest;
   const dim3 grid = dims(m.grid, p, "grid"), block = dims(m.block, p, "block");
   const int64_t shared = m.shared_bytes.evaluate(p);
   if (shared < 0) throw Error(ARB_ERR_KERNEL, "shared_bytes is negative");
-  cudaStream_t stream = static_cast<cudaStream_t>(l.stream);
-  const void* function = reinterpret_cast<const void*>(it->second);
-  if (shared > 48 * 1024) {  // above the default limit a kernel must opt in (up to 227 KiB on Hopper)
-    cudaFuncAttributes attributes{};  // set only when missing: the query is harmless inside a graph capture
-    check_cuda(cudaFuncGetAttributes(&attributes, function), "cudaFuncGetAttributes");
-    if (attributes.maxDynamicSharedSizeBytes < shared)
-      check_cuda(cudaFuncSetAttribute(function, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared)),
-            "cudaFuncSetAttribute (dynamic shared memory)");
-  }
-  cudaError_t status = cudaSuccess;
-  switch (p.op) {
-    case ARB_OP_GEMM: {
-      const void *a = o.a, *b = o.b, *c = o.c, *bias = o.bias;
-      void* d = o.d;
-      long long mm = p.m, n = p.n, kk = p.k, lda = p.lda, ldb = p.ldb, ldc = p.ldc, ldd = p.ldd;
-      float alpha = o.alpha, beta = o.beta;
-      int ta = p.trans_a, tb = p.trans_b, act = p.activation, has_c = p.has_c, has_bias = p.has_bias;
-      void* args[] = {&a, &b, &c, &bias, &d, &mm, &n, &kk, &lda, &ldb, &ldc, &ldd, &alpha, &beta, &ta, &tb, &act, &has_c, &has_bias};
-      status = cudaLaunchKernel(function, grid, block, args, static_cast<size_t>(shared), stream);
-      break;
-    }
-    case ARB_OP_RMSNORM: {
-      void* x = o.x;
-      const void *residual = o.residual, *weight = o.weight;
-      void* y = o.y;
-      long long rows = p.rows, cols = p.cols, ld_x = p.ld_x, ld_r = p.ld_residual, ld_y = p.ld_y;
-      float eps = o.eps;
-      int has_residual = p.has_residual;
-      void* args[] = {&x, &residual, &weight, &y, &rows, &cols, &ld_x, &ld_r, &ld_y, &eps, &has_residual};
-      status = cudaLaunchKernel(function, grid, block, args, static_cast<size_t>(shared), stream);
-      break;
-    }
-    case ARB_OP_SOFTMAX: {
-      const void* x = o.x;
-      void* y = o.y;
-      long long rows = p.rows, cols = p.cols, ld_x = p.ld_x, ld_y = p.ld_y;
-      void* args[] = {&x, &y, &rows, &cols, &ld_x, &ld_y};
-      status = cudaLaunchKernel(function, grid, block, args, static_cast<size_t>(shared), stream);
-      break;
-    }
-    default: throw Error(ARB_ERR_UNSUPPORTED, "unknown op");
-  }
-  check_cuda(status, "cudaLaunchKernel");
+  check_cuda(it->second->launch(p, l.operands, grid, block, static_cast<size_t>(shared), static_cast<cudaStream_t>(l.stream)),
+             "launch");
 }
 
 arbiter::plugin::Plugin make() {
-  const cudaDeviceProp prop = arbiter::plugin::require_cuda_device();
-  const std::string arch = arbiter::generated::arch_for(prop.major, prop.minor);
-  const std::string cache = arbiter::generated::default_cache_dir();
+  arbiter::plugin::require_cuda_device();
+  const std::string toolchain = arbiter::generated::module_toolchain();
 
   // Referenced by the kernels' closures, so kept for the life of the library; each load
   // (one per context) appends its own. Contexts may be created on several threads at once.
@@ -176,23 +133,13 @@ arbiter::plugin::Plugin make() {
       continue;
     }
     for (int32_t dtype : k->manifest.dtypes) {
-      const auto compiled = arbiter::generated::compile(k->manifest, dtype, arch, cache);
-      if (!compiled.ok) {
-        arbiter::plugin::log(ARB_LOG_ERROR, kPlugin, "%s (dtype %d) did not compile for %s:\n%s", file.c_str(), dtype,
-                             arch.c_str(), compiled.log.c_str());
+      std::string log;
+      auto module = arbiter::generated::build_module(k->manifest, dtype, log);
+      if (module == nullptr) {
+        arbiter::plugin::log(ARB_LOG_ERROR, kPlugin, "%s (dtype %d): %s", file.c_str(), dtype, log.c_str());
         continue;
       }
-      cudaLibrary_t library = nullptr;
-      cudaKernel_t function = nullptr;
-      cudaError_t e = cudaLibraryLoadData(&library, compiled.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
-      if (e == cudaSuccess) e = cudaLibraryGetKernel(&function, library, k->manifest.entry.c_str());
-      if (e != cudaSuccess) {
-        arbiter::plugin::log(ARB_LOG_ERROR, kPlugin, "%s (dtype %d): loading the compiled kernel: %s", file.c_str(), dtype,
-                             cudaGetErrorString(e));
-        continue;
-      }
-      k->libraries.push_back(library);
-      k->functions[dtype] = function;
+      k->functions[dtype] = std::move(module);
     }
     if (k->functions.empty()) {
       ++failed;
@@ -206,10 +153,9 @@ arbiter::plugin::Plugin make() {
   plugin.provenance(ARB_PROVENANCE_AI_GENERATED)
       .priority(20)
       .build_id(arbiter::generated::sha256_hex(identity).substr(0, 16))
-      .runtime_version("NVRTC " + arbiter::generated::nvrtc_version() + ", " + arch)
-      .description("AI-generated CUDA kernels from .cu sources, compiled with NVRTC " +
-                   arbiter::generated::nvrtc_version() + " for " + arch + " (" + std::to_string(loaded.size() - first) +
-                   " loaded, " + std::to_string(failed) + " failed)");
+      .runtime_version(toolchain)
+      .description("AI-generated CUDA kernels from .cu sources, compiled with " + toolchain + " (" +
+                   std::to_string(loaded.size() - first) + " loaded, " + std::to_string(failed) + " failed)");
   for (size_t i = first; i < loaded.size(); ++i) {
     const LoadedKernel* kernel = loaded[i].get();
     arbiter::plugin::Kernel definition(kernel->manifest.name, static_cast<arb_op>(kernel->manifest.op), kDLCUDA);

@@ -50,13 +50,6 @@ void write_binary(const std::string& path, const std::string& bytes) {
 
 }  // namespace
 
-const char* kernel_prelude() {
-  static const char* text =
-#include "arbiter_kernel_h.inc"
-      ;
-  return text;
-}
-
 std::string arch_for(int major, int minor) {
   std::string arch = "sm_" + std::to_string(major) + std::to_string(minor);
   if (major == 9 && minor == 0) arch += "a";
