@@ -13,6 +13,7 @@
 namespace arbiter {
 namespace {
 
+#define ARBITER_CUDA_DEVICE_EMULATED false
 #include "device/cuda_runtime_device.inc"
 
 }  // namespace

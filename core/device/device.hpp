@@ -84,6 +84,9 @@ class Device {
   virtual std::unique_ptr<DeviceGraph> capture(void* stream, const std::function<void()>& work, std::string* why) = 0;
   // Bytes of the last-level cache that timing must rotate buffers past.
   virtual size_t last_level_cache_bytes() const = 0;
+  // The SIMT emulator standing in for a GPU: results are real, times are not (the tuner only
+  // verifies there, and nothing reports an emulated time as a device's).
+  virtual bool emulated() const { return false; }
 };
 
 // The host CPU.

@@ -17,6 +17,7 @@
 namespace arbiter {
 namespace {
 
+#define ARBITER_CUDA_DEVICE_EMULATED true
 #include "device/cuda_runtime_device.inc"
 
 }  // namespace

@@ -224,6 +224,17 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
     result.candidates.push_back(std::move(c));
   }
 
+  // The SIMT emulator verifies for real but has no time worth measuring: the first verified
+  // kernel in heuristic order wins, untimed, and the method says so.
+  if (device.emulated()) {
+    for (size_t i = 0; i < result.candidates.size() && result.winner < 0; ++i)
+      if (result.candidates[i].verdict.passed) result.winner = static_cast<int>(i);
+    result.method = "emulated (arbiter SIMT emulator): correctness only, nothing timed; the winner is the first "
+                    "verified kernel in heuristic order";
+    result.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+    return result;
+  }
+
   std::vector<Contender> contenders;
   for (Candidate& c : result.candidates) {
     if (!c.verdict.passed) continue;

@@ -10,6 +10,7 @@
 //     the measured noise: max over the two of (p80 - p20) / (2 median), at least 1%;
 //  6. a winner more than 10x faster than the vendor kernel, or above 95% of the measured
 //     copy bandwidth (row ops, cold cache), is re-verified before it may win.
+// On the SIMT emulator only the gate runs: the first verified kernel wins, untimed.
 #pragma once
 
 #include "config/config.hpp"

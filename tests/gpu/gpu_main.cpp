@@ -4,6 +4,7 @@
 #include "common/log.hpp"
 #include "device/device.hpp"
 #include "doctest_main.hpp"
+#include "gpu_support.hpp"
 
 #include <cstdio>
 #include <cstring>
@@ -15,7 +16,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     listing |= std::strncmp(argv[i], "--list", 6) == 0 || std::strncmp(argv[i], "-l", 2) == 0;
   std::string why;
-  if (!listing && arbiter::make_cuda_device(0, &why) == nullptr) {
+  if (!listing && arbiter::test::make_test_cuda_device(&why) == nullptr) {
     std::printf("SKIPPED: the GPU tests need a CUDA device: %s\n", why.c_str());
     return 77;
   }

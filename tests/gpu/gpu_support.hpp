@@ -1,7 +1,11 @@
 // Helpers for the GPU tests: contexts with the CUDA plugins, device buffers, CUDA errors as
-// test failures, and host references for the graph and stream tests.
+// test failures, and host references for the graph and stream tests. The same tests build
+// twice: for a GPU (label `gpu`) and for the SIMT emulator (ARBITER_TEST_EMULATED, label
+// `emulated`: the CUDA runtime calls are the emulator's, the plugins its builds, and the
+// problem sizes smaller where emulation would take minutes).
 #pragma once
 
+#include "device/device.hpp"
 #include "test_support.hpp"
 
 #include <cuda_runtime.h>
@@ -23,10 +27,34 @@
 
 namespace arbiter::test {
 
+#if !defined(ARBITER_TEST_EMULATED)
+#define ARBITER_TEST_EMULATED 0
+#endif
+
+// Is this the SIMT emulator's build of the GPU tests?
+constexpr bool emulated() { return ARBITER_TEST_EMULATED != 0; }
+
 // The shipped plugins that matter on a GPU: the reference (the gate's yardstick), cuBLASLt,
-// the generated kernels and the hand-written ones.
+// the generated kernels and the hand-written ones. On the emulator, the emulated builds of
+// the last two (cuBLASLt is NVIDIA's binary: it has none).
 inline std::vector<std::string> cuda_plugins() {
+#if ARBITER_TEST_EMULATED
+  return {plugin_file("reference"), std::string(ARBITER_TEST_EMULATED_PLUGIN_DIR) + "/arbiter_generated.so",
+          std::string(ARBITER_TEST_EMULATED_PLUGIN_DIR) + "/arbiter_cuda.so"};
+#else
   return {plugin_file("reference"), plugin_file("cublaslt"), plugin_file("generated"), plugin_file("cuda")};
+#endif
+}
+
+// The plugins a context for the GPU tests loads: config_loading's, with the emulator as the
+// CUDA device in the emulated build.
+inline std::string gpu_config(const std::vector<std::string>& files, const std::string& extra = "") {
+  return config_loading(files, extra) + (emulated() ? "[cuda]\ndevice = \"emulated\"\n" : "");
+}
+
+// The CUDA device the tests run on: the GPU, or the emulator.
+inline std::unique_ptr<Device> make_test_cuda_device(std::string* why) {
+  return emulated() ? make_emulated_cuda_device(why) : make_cuda_device(0, why);
 }
 
 // A device buffer of 16-bit or 32-bit elements, filled from and read back into floats.

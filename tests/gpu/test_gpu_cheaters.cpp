@@ -20,7 +20,7 @@ std::set<std::string> as_set(const std::vector<std::string>& checks) { return {c
 
 TEST_CASE("the gate rejects every CUDA cheater, for the right reason") {
   const test::ScopedEnv env("ARBITER_GENERATED_PATH", kCheaters);
-  const auto context = test::make_context(test::config_loading(test::cuda_plugins()));
+  const auto context = test::make_context(test::gpu_config(test::cuda_plugins()));
   // Tile-aligned (64 columns): only the edge shapes expose aligned_only.
   const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64 device=cuda").problem;
   for (const auto& [name, checks] : test::cheater_expectations()) {
@@ -45,7 +45,7 @@ TEST_CASE("the gate rejects every CUDA cheater, for the right reason") {
 
 TEST_CASE("dispatch never runs a CUDA cheater, whatever its priority") {
   const test::ScopedEnv env("ARBITER_GENERATED_PATH", kCheaters);
-  const auto context = test::make_context(test::config_loading(
+  const auto context = test::make_context(test::gpu_config(
       test::cuda_plugins(), "[plugins.priority]\ngenerated = 1000\n[verify]\nallow_unverified = true\n"));
   const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64 device=cuda").problem;
   const Selection& selection = context->dispatcher().select(problem);
