@@ -5,8 +5,23 @@
 #include "common/names.hpp"
 #include "dispatch/problem.hpp"
 #include "tune/accuracy.hpp"
+#include "tune/isolated_verification.hpp"
+
+#include <algorithm>
+#include <cstdlib>
 
 namespace arbiter {
+namespace {
+
+// The most one emulated verification may take (ARBITER_EMU_VERIFY_SECONDS, default an hour):
+// a deadlock stops a launch at once, a launch stops at the emulator's own limit (300 s), but a
+// thread spinning without a barrier or a collective never yields to the emulator.
+double emulated_verify_seconds() {
+  if (const char* s = std::getenv("ARBITER_EMU_VERIFY_SECONDS")) return std::max(1.0, std::atof(s));
+  return 3600.0;
+}
+
+}  // namespace
 
 VerificationGate::VerificationGate(const Devices& devices, const KernelRegistry& registry, const VerifyConfig& config)
     : devices_(devices), registry_(registry), config_(config) {}
@@ -53,7 +68,10 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
     v.detail = "no_reference: the reference plugin is not loaded, so nothing can be verified";
   } else {
     try {
-      v = verify_kernel(devices_.of(problem.device_type), kernel, *reference, problem, options);
+      Device& device = devices_.of(problem.device_type);
+      // On the emulator a kernel is host code: a wild pointer would hit this process.
+      v = device.emulated() ? verify_kernel_in_child(device, kernel, *reference, problem, options, emulated_verify_seconds())
+                            : verify_kernel(device, kernel, *reference, problem, options);
     } catch (const Failure& f) {  // no such device here
       v.failed_checks.push_back("no_device");
       v.detail = std::string("no_device: ") + f.what();

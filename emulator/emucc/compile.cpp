@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -103,6 +104,11 @@ CompileResult compile_for_emulator(const CompileJob& job) {
   // clang and -O0 are right), which made a cheating kernel look exact.
   std::vector<std::string> compile = {job.compiler, "-x", "c++-cpp-output", "-std=c++20", "-Wno-unknown-pragmas",
                                       "-fno-tree-ter"};
+  // A GPU faults on a misaligned access; x86 mostly does not. The alignment sanitizer traps
+  // (SIGILL) where the type's alignment is broken, unless the build has the full sanitizers.
+  const bool sanitized = std::any_of(job.flags.begin(), job.flags.end(),
+                                     [](const std::string& f) { return f.rfind("-fsanitize=", 0) == 0; });
+  if (!sanitized) compile.insert(compile.end(), {"-fsanitize=alignment", "-fsanitize-undefined-trap-on-error"});
   compile.insert(compile.end(), job.flags.begin(), job.flags.end());
   compile.insert(compile.end(), {job.shared_library ? "-shared" : "-c", rewritten, "-o", job.output});
   if (job.shared_library) compile.insert(compile.end(), job.libraries.begin(), job.libraries.end());

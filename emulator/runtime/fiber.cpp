@@ -1,4 +1,5 @@
 #include "fiber.hpp"
+#include "fork_safe_mutex.hpp"
 
 #include <boost/context/fiber.hpp>
 #if defined(__SANITIZE_ADDRESS__)
@@ -24,7 +25,7 @@ class StackPool {
  public:
   ctx::stack_context take(size_t bytes) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<ForkSafeMutex> lock(mutex_);
       for (size_t i = 0; i < free_.size(); ++i)
         if (free_[i].size == bytes) {
           ctx::stack_context s = free_[i];
@@ -42,7 +43,7 @@ class StackPool {
     return s;
   }
   void give_back(const ctx::stack_context& s) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<ForkSafeMutex> lock(mutex_);
     if (free_.size() < 4096) {
       free_.push_back(s);
       return;
@@ -52,7 +53,7 @@ class StackPool {
   }
 
  private:
-  std::mutex mutex_;
+  ForkSafeMutex mutex_{fork_rank::stacks};
   std::vector<ctx::stack_context> free_;
 };
 

@@ -2,6 +2,7 @@
 // and its opt-in, clusters), capture into graphs, the schedule of each launch, and the
 // attributes of kernels (found by a dry start, kernel_entry being first in every body).
 #include "engine.hpp"
+#include "fork_safe_mutex.hpp"
 #include "shared_memory.hpp"
 #include "streams.hpp"
 
@@ -20,7 +21,7 @@ void* tensor_map_encoder();  // ptx/tensor_map.cpp
 
 namespace {
 
-std::mutex kernels_mutex;
+ForkSafeMutex kernels_mutex{fork_rank::kernels};
 std::map<const void*, KernelInfo>& kernels() {
   static auto* m = new std::map<const void*, KernelInfo>;
   return *m;
@@ -35,7 +36,7 @@ int registers_for(const KernelAttributes& a) {
 }
 
 Status info_of(const void* kernel, KernelProbe probe, KernelInfo*& info) {
-  std::lock_guard<std::mutex> lock(kernels_mutex);
+  std::lock_guard<ForkSafeMutex> lock(kernels_mutex);
   auto it = kernels().find(kernel);
   if (it == kernels().end()) {
     KernelInfo fresh;
@@ -55,13 +56,13 @@ Status info_of(const void* kernel, KernelProbe probe, KernelInfo*& info) {
 // ---- schedules ----------------------------------------------------------------------------------
 
 std::atomic<uint64_t> launches{0};
-std::mutex schedule_mutex;
+ForkSafeMutex schedule_mutex{fork_rank::schedule};
 std::optional<Schedule> forced;
 
 Schedule next_schedule() {
   const uint64_t n = launches++;
   {
-    std::lock_guard<std::mutex> lock(schedule_mutex);
+    std::lock_guard<ForkSafeMutex> lock(schedule_mutex);
     if (forced) return *forced;
   }
   // ARBITER_EMU_SCHEDULE: lockstep | reverse | warp-ahead | random | rotate (the default: the
@@ -81,7 +82,7 @@ Schedule next_schedule() {
 }  // namespace
 
 void force_schedule(const Schedule* schedule) {
-  std::lock_guard<std::mutex> lock(schedule_mutex);
+  std::lock_guard<ForkSafeMutex> lock(schedule_mutex);
   forced = schedule ? std::optional<Schedule>(*schedule) : std::nullopt;
 }
 
@@ -89,7 +90,7 @@ Status kernel_info(const void* kernel, KernelProbe probe, KernelInfo* out) {
   if (out == nullptr) return set_error(kErrorInvalidValue);
   KernelInfo* info = nullptr;
   if (const Status s = info_of(kernel, probe, info); s != kSuccess) return s;
-  std::lock_guard<std::mutex> lock(kernels_mutex);
+  std::lock_guard<ForkSafeMutex> lock(kernels_mutex);
   *out = *info;
   return kSuccess;
 }
@@ -99,7 +100,7 @@ Status set_max_dynamic_shared(const void* kernel, KernelProbe probe, int bytes) 
   if (const Status s = info_of(kernel, probe, info); s != kSuccess) return s;
   if (bytes < 0 || static_cast<size_t>(bytes) > device_description().shared_per_block_optin)
     return set_error(kErrorInvalidValue);
-  std::lock_guard<std::mutex> lock(kernels_mutex);
+  std::lock_guard<ForkSafeMutex> lock(kernels_mutex);
   info->max_dynamic_shared = bytes;
   return kSuccess;
 }
@@ -110,7 +111,7 @@ Status launch(const void* kernel, KernelProbe probe, const LaunchConfig& config,
   if (const Status s = info_of(kernel, probe, info_pointer); s != kSuccess) return s;
   KernelInfo info;
   {
-    std::lock_guard<std::mutex> lock(kernels_mutex);
+    std::lock_guard<ForkSafeMutex> lock(kernels_mutex);
     info = *info_pointer;
   }
   auto refuse = [](Status status, const std::string& why) {

@@ -1,5 +1,6 @@
 // The emulated device's description, error state and memory (runtime_api.hpp).
 #include "engine.hpp"
+#include "fork_safe_mutex.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +17,7 @@ thread_local Status last = kSuccess;
 thread_local std::string last_report;  // the emulator's words on this thread's latest failed launch
 thread_local std::string message;      // status_string's buffer
 
-std::mutex allocations_mutex;
+ForkSafeMutex allocations_mutex{fork_rank::allocations};
 std::map<const unsigned char*, size_t>& allocations() {
   static auto* m = new std::map<const unsigned char*, size_t>;  // outlives static destruction
   return *m;
@@ -135,7 +136,7 @@ Status device_malloc(void** pointer, size_t bytes) {
     *pointer = nullptr;
     return set_error(kErrorMemoryAllocation);
   }
-  std::lock_guard<std::mutex> lock(allocations_mutex);
+  std::lock_guard<ForkSafeMutex> lock(allocations_mutex);
   allocations()[static_cast<unsigned char*>(p)] = bytes;
   *pointer = p;
   return kSuccess;
@@ -143,7 +144,7 @@ Status device_malloc(void** pointer, size_t bytes) {
 
 Status device_free(void* pointer) {
   if (pointer == nullptr) return kSuccess;
-  std::lock_guard<std::mutex> lock(allocations_mutex);
+  std::lock_guard<ForkSafeMutex> lock(allocations_mutex);
   auto it = allocations().find(static_cast<unsigned char*>(pointer));
   if (it == allocations().end()) return set_error(kErrorInvalidDevicePointer);
   allocations().erase(it);
@@ -153,7 +154,7 @@ Status device_free(void* pointer) {
 
 bool is_device_pointer(const void* pointer, size_t bytes) {
   const unsigned char* p = static_cast<const unsigned char*>(pointer);
-  std::lock_guard<std::mutex> lock(allocations_mutex);
+  std::lock_guard<ForkSafeMutex> lock(allocations_mutex);
   auto it = allocations().upper_bound(p);
   if (it == allocations().begin()) return false;
   --it;

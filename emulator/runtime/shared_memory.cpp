@@ -1,4 +1,5 @@
 #include "shared_memory.hpp"
+#include "fork_safe_mutex.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -107,7 +108,7 @@ namespace {
 
 // Namespace-scope __shared__ variables are initialised at load time, outside any block: they
 // get a placeholder and make every launch of the module fail (shared_variable_misuse).
-std::mutex misuse_mutex;
+ForkSafeMutex misuse_mutex{fork_rank::misuse};
 std::string misuse;
 
 }  // namespace
@@ -117,7 +118,7 @@ const std::string& shared_variable_misuse() { return misuse; }
 void* shared_variable(const void* tag, size_t bytes, size_t align, Where where) {
   ThreadState* current = current_thread();
   if (current == nullptr) {
-    std::lock_guard<std::mutex> lock(misuse_mutex);
+    std::lock_guard<ForkSafeMutex> lock(misuse_mutex);
     if (misuse.empty())
       misuse = where_text(where) + ": a __shared__ variable at namespace scope (the emulator supports them in functions)";
     return new unsigned char[bytes + align]();  // never used for real: every launch fails

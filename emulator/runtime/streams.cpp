@@ -3,6 +3,7 @@
 // copies and fills issued to it become nodes of a graph, replayed by cudaGraphLaunch.
 // Synchronising a capturing stream invalidates the capture, as on a GPU.
 #include "engine.hpp"
+#include "fork_safe_mutex.hpp"
 #include "streams.hpp"
 
 #include <chrono>
@@ -31,7 +32,7 @@ struct Graph {
 
 namespace {
 
-std::mutex streams_mutex;
+ForkSafeMutex streams_mutex{fork_rank::streams};
 std::set<Stream*>& streams() {
   static auto* s = new std::set<Stream*>;
   return *s;
@@ -39,7 +40,7 @@ std::set<Stream*>& streams() {
 
 bool valid(Stream* s) {
   if (s == nullptr) return true;  // the legacy default stream
-  std::lock_guard<std::mutex> lock(streams_mutex);
+  std::lock_guard<ForkSafeMutex> lock(streams_mutex);
   return streams().count(s) != 0;
 }
 
@@ -87,7 +88,7 @@ bool capture(Stream* stream, GraphNode node) {
 Status stream_create(Stream** stream) {
   if (stream == nullptr) return set_error(kErrorInvalidValue);
   *stream = new Stream;
-  std::lock_guard<std::mutex> lock(streams_mutex);
+  std::lock_guard<ForkSafeMutex> lock(streams_mutex);
   streams().insert(*stream);
   return kSuccess;
 }
@@ -95,7 +96,7 @@ Status stream_create(Stream** stream) {
 Status stream_destroy(Stream* stream) {
   if (stream == nullptr) return kSuccess;
   {
-    std::lock_guard<std::mutex> lock(streams_mutex);
+    std::lock_guard<ForkSafeMutex> lock(streams_mutex);
     if (streams().erase(stream) == 0) return set_error(kErrorInvalidResourceHandle);
   }
   delete stream->graph;
@@ -113,7 +114,7 @@ Status stream_synchronize(Stream* stream) {
 }
 
 Status device_synchronize() {
-  std::lock_guard<std::mutex> lock(streams_mutex);
+  std::lock_guard<ForkSafeMutex> lock(streams_mutex);
   for (Stream* s : streams())
     if (s->capturing && s->mode == 0) {  // a global-mode capture forbids it everywhere
       s->invalidated = true;

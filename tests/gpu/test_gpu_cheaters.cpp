@@ -53,3 +53,33 @@ TEST_CASE("dispatch never runs a CUDA cheater, whatever its priority") {
   CAPTURE(selection.kernel->name);
   CHECK(selection.kernel->name.find("cheat_") == std::string::npos);
 }
+
+#if ARBITER_TEST_EMULATED
+// On the emulator a kernel is host code: the gate verifies it in a child process, so that a
+// wild pointer, a misaligned access (trapped, as a GPU faults) or a spin that never yields is
+// a failed verdict with the reason, and this process goes on.
+TEST_CASE("on the emulator a kernel that crashes, faults or hangs fails the gate, and the host survives") {
+  const test::ScopedEnv path("ARBITER_GENERATED_PATH", std::string(ARBITER_TEST_SOURCE_DIR) + "/tests/fixtures/generated_hostile");
+  const test::ScopedEnv limit("ARBITER_EMU_VERIFY_SECONDS", "20");
+  const auto context = test::make_context(test::gpu_config(test::cuda_plugins()));
+  const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64 device=cuda").problem;
+  const std::map<std::string, std::string> expected = {
+      {"wild_pointer", "wild or out-of-bounds pointer"},
+      {"misaligned_vector", "misaligned access"},
+      {"spins_forever", "timed out after 20 s"},
+  };
+  for (const auto& [name, cause] : expected) {
+    CAPTURE(name);
+    const KernelRecord* kernel = context->registry().find("generated.hostile_" + name);
+    REQUIRE_MESSAGE(kernel != nullptr, "the generated plugin did not load hostile_", name);
+    const Verdict v = context->gate().verdict(*kernel, problem);
+    CAPTURE(v.detail);
+    CHECK_FALSE(v.passed);
+    CHECK(as_set(v.failed_checks) == std::set<std::string>{"crashed"});
+    CHECK(v.detail.find(cause) != std::string::npos);
+  }
+  const KernelRecord* honest = context->registry().find("generated.softmax_rowblock");
+  REQUIRE(honest != nullptr);
+  CHECK(context->gate().verdict(*honest, problem).passed);  // and the emulator still works here
+}
+#endif

@@ -1,4 +1,5 @@
 #include "machine.hpp"
+#include "../fork_safe_mutex.hpp"
 
 #include <cstring>
 #include <map>
@@ -186,10 +187,10 @@ void Machine::unsupported(const Instruction& in) const {
 namespace arbiter::emu {
 
 void run_asm(AsmSite& site, AsmOperand* operands, size_t count) {
-  static std::mutex parse_mutex;
+  static ForkSafeMutex parse_mutex{fork_rank::ptx_parse};
   ptx::Program* program = nullptr;
   {
-    std::lock_guard<std::mutex> lock(parse_mutex);
+    std::lock_guard<ForkSafeMutex> lock(parse_mutex);
     if (site.program == nullptr) {
       try {
         site.program = new ptx::Program(ptx::parse(site.text));  // one per statement, kept for the process

@@ -1,0 +1,21 @@
+// Running work in a forked child process, so that a crash, a wild write or a hang in it
+// cannot take the caller down or corrupt its memory: the emulator runs untrusted kernels this
+// way. The child runs `work` on the calling thread (only that thread exists there) and sends
+// back the string it returns; the parent waits at most `timeout_seconds`, then kills it.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace arbiter {
+
+struct ChildOutcome {
+  bool completed = false;  // the child returned from `work` and its whole answer arrived
+  std::string answer;      // what `work` returned, when completed
+  std::string failure;     // otherwise: how it ended ("killed by SIGSEGV", "timed out after 60 s", ...)
+};
+
+// Never throws for what the child does; throws Failure(ARB_ERR_INTERNAL) if no child can be made.
+ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_seconds);
+
+}  // namespace arbiter

@@ -1,0 +1,22 @@
+// Verification in a child process, for kernels that run on the SIMT emulator: the kernel is
+// host code there, so a wild pointer would crash or corrupt the caller's process. The child
+// runs verify_kernel and sends its verdict back; a child that dies or hangs is a failed
+// verdict (check "crashed") with how it ended, and the caller's memory is untouched.
+#pragma once
+
+#include "tune/verifier.hpp"
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace arbiter {
+
+Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                               const arb_problem& problem, const VerifyOptions& options, double timeout_seconds);
+
+// A verdict as bytes and back (exact: doubles bit for bit). decode: nullopt if malformed.
+std::string encode_verdict(const Verdict& verdict);
+std::optional<Verdict> decode_verdict(std::string_view bytes);
+
+}  // namespace arbiter
