@@ -29,6 +29,9 @@ std::unique_ptr<Context> make_context(const Arguments& args);
 // positional words. `command` names the command in messages.
 std::vector<SuiteProblem> problems_from(const Arguments& args, const char* command);
 
+// --device=cuda-emulated (or cuda-emulated:N): the SIMT emulator serves the CUDA problems.
+bool emulated_device(const Arguments& args);
+
 // The positional words joined by spaces: a problem in the problem syntax.
 std::string joined(const std::vector<std::string>& words);
 

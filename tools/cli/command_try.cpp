@@ -1,8 +1,9 @@
-// arbiter try <manifest.toml> [--arch=sm_XY]: the feedback loop for a kernel generator.
-// Compiles one generated kernel with NVRTC (for the GPU present, else --arch, default
-// sm_90a), then, on a GPU, verifies it through the gate and times it against the current
-// winners on every shape its manifest claims. Prints one JSON object; without a GPU it
-// still compiles and says why verification and timing did not run.
+// arbiter try <manifest.toml> [--arch=sm_XY] [--device=cuda-emulated]: the feedback loop for
+// a kernel generator. Compiles one generated kernel with NVRTC (for the GPU present, else
+// --arch, default sm_90a), then verifies it through the gate on every shape its manifest
+// claims and, on a GPU, times it against the current winners. Without a GPU (or with
+// --device=cuda-emulated) the SIMT emulator runs the same source: a real verdict, and
+// "emulated: correctness only" where the times would be. Prints one JSON object.
 #include "cli.hpp"
 
 #include "common/failure.hpp"
@@ -26,6 +27,44 @@
 namespace arbiter::cli {
 
 #if defined(ARBITER_WITH_CUDA)
+
+// The shapes a manifest claims; if it claims none, one ordinary problem per dtype it lists,
+// so that no kernel passes for want of a test.
+std::vector<std::string> shapes_to_try(const generated::Manifest& manifest) {
+  if (!manifest.shapes.empty()) return manifest.shapes;
+  std::vector<std::string> shapes;
+  for (const int32_t dtype : manifest.dtypes) {
+    const std::string d(dtype_name(dtype));
+    switch (manifest.op) {
+      case ARB_OP_GEMM: shapes.push_back("gemm " + d + " m=64 n=256 k=512 tb=1 device=cuda"); break;
+      case ARB_OP_RMSNORM: shapes.push_back("rmsnorm " + d + " rows=8 cols=1024 device=cuda"); break;
+      case ARB_OP_SOFTMAX: shapes.push_back("softmax " + d + " rows=8 cols=1024 device=cuda"); break;
+      default: break;
+    }
+  }
+  return shapes;
+}
+
+// One shape's timing on the GPU: this kernel against the fastest other verified kernel.
+std::string timing_json(Context& context, const KernelRecord& candidate, const arb_problem& p, const std::string& text,
+                        bool first) {
+  const TuneResult r = context.tuner().tune(p, nullptr);
+  const Candidate* mine = nullptr;
+  const Candidate* best_other = nullptr;
+  for (const Candidate& c : r.candidates) {
+    if (c.stats.samples == 0) continue;
+    if (c.kernel == &candidate) mine = &c;
+    else if (!best_other || c.stats.median < best_other->stats.median) best_other = &c;
+  }
+  return fmt::format(
+      "{}{{\"shape\": {}, \"median_us\": {}, \"incumbent\": {}, \"incumbent_median_us\": {}, \"speedup\": {}, "
+      "\"winner\": {}}}",
+      first ? "" : ", ", quoted(text), mine ? fmt::format("{:.4g}", mine->stats.median * 1e6) : "null",
+      best_other ? quoted(best_other->kernel->name) : "null",
+      best_other ? fmt::format("{:.4g}", best_other->stats.median * 1e6) : "null",
+      mine && best_other ? fmt::format("{:.3f}", best_other->stats.median / mine->stats.median) : "null",
+      r.winning() ? quoted(r.winning()->kernel->name) : "null");
+}
 
 int command_try(const Arguments& args) {
   if (args.positional.size() != 1) fail(ARB_ERR_INVALID_ARGUMENT, "try needs one manifest: arbiter try <manifest.toml>");
@@ -72,23 +111,34 @@ int command_try(const Arguments& args) {
   }
   json << "}},\n  \"compiled\": " << (all_compiled ? "true" : "false");
 
+  // Where it is verified: the GPU, else (or with --device=cuda-emulated) the SIMT emulator,
+  // which gives a real verdict and no time worth reporting.
+  const bool emulate = emulated_device(args) || !gpu;
+  json << ",\n  \"emulated\": " << (emulate ? "true" : "false");
   bool verified_all = all_compiled;
-  if (!gpu || !all_compiled) {
-    const std::string why = !all_compiled ? "not run: the kernel did not compile" : "not run: " + device_text;
+  if (!all_compiled) {
+    const std::string why = "not run: the kernel did not compile";
     json << ",\n  \"verified\": null,\n  \"verification\": " << quoted(why) << ",\n  \"timing\": " << quoted(why);
   } else {
     // The generated plugin loads this manifest too; the rest of the context is as configured.
     setenv("ARBITER_GENERATED_MANIFESTS", path.c_str(), 1);
-    const auto context = make_context(args);
+    Arguments context_args = args;
+    if (emulate && !emulated_device(args)) context_args.options.push_back("--device=cuda-emulated");
+    const auto context = make_context(context_args);
     const KernelRecord* candidate = context->registry().find("generated." + manifest.name);
-    if (candidate == nullptr) {
+    if (context->devices().cuda == nullptr) {
+      const std::string why = "not run: " + device_text + ", and no SIMT emulator: " + context->devices().cuda_unavailable;
+      json << ",\n  \"verified\": null,\n  \"verification\": " << quoted(why) << ",\n  \"timing\": " << quoted(why);
+    } else if (candidate == nullptr) {
       json << ",\n  \"verified\": false,\n  \"verification\": "
            << quoted("the generated plugin did not load it (a name taken by another kernel?): see `arbiter plugins`")
            << ",\n  \"timing\": null";
       verified_all = false;
     } else {
       std::string verification, timing;
-      for (const std::string& text : manifest.shapes) {
+      const std::vector<std::string> shapes = shapes_to_try(manifest);
+      verified_all = !shapes.empty();
+      for (const std::string& text : shapes) {
         const arb_problem p = parse_problem(text).problem;
         std::string why;
         const bool supported = kernel_supports(*candidate, p, &why);
@@ -98,31 +148,21 @@ int command_try(const Arguments& args) {
                                     verification.empty() ? "" : ", ", quoted(text), supported ? "true" : "false",
                                     supported && v.passed ? "true" : "false",
                                     quoted(supported ? v.summary() + (v.passed ? "" : "\n" + v.detail) : why));
-        if (!supported || !v.passed) continue;
-        const TuneResult r = context->tuner().tune(p, nullptr);
-        const Candidate* mine = nullptr;
-        const Candidate* best_other = nullptr;
-        for (const Candidate& c : r.candidates) {
-          if (c.stats.samples == 0) continue;
-          if (c.kernel == candidate) mine = &c;
-          else if (!best_other || c.stats.median < best_other->stats.median) best_other = &c;
-        }
-        timing += fmt::format(
-            "{}{{\"shape\": {}, \"median_us\": {}, \"incumbent\": {}, \"incumbent_median_us\": {}, \"speedup\": {}, "
-            "\"winner\": {}}}",
-            timing.empty() ? "" : ", ", quoted(text), mine ? fmt::format("{:.4g}", mine->stats.median * 1e6) : "null",
-            best_other ? quoted(best_other->kernel->name) : "null",
-            best_other ? fmt::format("{:.4g}", best_other->stats.median * 1e6) : "null",
-            mine && best_other ? fmt::format("{:.3f}", best_other->stats.median / mine->stats.median) : "null",
-            r.winning() ? quoted(r.winning()->kernel->name) : "null");
+        if (!supported || !v.passed || emulate) continue;
+        timing += timing_json(*context, *candidate, p, text, timing.empty());
       }
       json << ",\n  \"verified\": " << (verified_all ? "true" : "false") << ",\n  \"verification\": [" << verification
-           << "],\n  \"timing\": [" << timing << "]";
+           << "],\n  \"timing\": ";
+      if (emulate)
+        json << quoted("emulated: correctness only (verified on arbiter's SIMT emulator, the CUDA source run on the "
+                       "CPU; its times say nothing about a GPU, so none is reported)");
+      else
+        json << "[" << timing << "]";
     }
   }
   json << "\n}\n";
   fmt::print("{}", json.str());
-  return all_compiled && (verified_all || !gpu) ? 0 : 5;
+  return all_compiled && verified_all ? 0 : 5;
 }
 
 #else

@@ -38,6 +38,7 @@ std::unique_ptr<Context> make_context(const Arguments& args) {
     if (value < 1 || value > 600000) fail(ARB_ERR_INVALID_ARGUMENT, "--budget-ms needs a number from 1 to 600000");
     config.tune.budget_ms = value;
   }
+  if (emulated_device(args)) config.cuda.device = CudaDeviceKind::emulated;
   set_log_level(config.log_level);
   return std::make_unique<Context>(std::move(config));
 }
@@ -55,9 +56,10 @@ std::vector<SuiteProblem> problems_from(const Arguments& args, const char* comma
     one.origin = "the command line";
     problems.push_back(one);
   }
-  // --device=cuda (or cuda:N, cpu) moves every problem to that device: suites are written
-  // for no device in particular.
-  if (const std::string device = args.option("device"); !device.empty()) {
+  // --device=cuda (or cuda:N, cpu, cuda-emulated) moves every problem to that device: suites
+  // are written for no device in particular. The emulator serves device=cuda problems.
+  if (std::string device = args.option("device"); !device.empty()) {
+    if (emulated_device(args)) device = "cuda" + device.substr(std::string("cuda-emulated").size());
     for (SuiteProblem& p : problems) {
       p.text += " device=" + device;
       p.parsed = parse_problem(p.text);
@@ -65,6 +67,8 @@ std::vector<SuiteProblem> problems_from(const Arguments& args, const char* comma
   }
   return problems;
 }
+
+bool emulated_device(const Arguments& args) { return args.option("device").rfind("cuda-emulated", 0) == 0; }
 
 std::string joined(const std::vector<std::string>& words) {
   std::string out;
@@ -83,9 +87,10 @@ commands:
   explain <problem>       which kernel a problem goes to, and why
   run <problem>           run a problem on random data through dispatch, check it against the
                           reference, print the time   [--kernel=PLUGIN.KERNEL] [--samples=N] [--seed=N]
-  verify <problem | --suite=FILE> [--device=cuda]
+  verify <problem | --suite=FILE> [--device=cuda | cuda-emulated]
                           the verification gate's verdict for every kernel, failed checks named
-                          [--plugin=NAME] [--kernel=PLUGIN.KERNEL]
+                          [--plugin=NAME] [--kernel=PLUGIN.KERNEL]; cuda-emulated: on the SIMT
+                          emulator (the CUDA plugins' sources run on the CPU)
   tune <problem | --suite=FILE> [--device=cuda]
                           verify and time every candidate of every problem, keep the fastest by more
                           than the noise, write the table as results arrive
@@ -97,6 +102,8 @@ commands:
   table prune [PATH]      remove the entries that are stale on this machine
   try <manifest.toml>     compile one generated kernel (NVRTC), verify it and time it against the
                           current winners on the shapes it claims; prints JSON   [--arch=sm_XY]
+                          Without a GPU (or with --device=cuda-emulated) it verifies on the SIMT
+                          emulator: a real verdict, no time ("emulated: correctness only")
   version                 library and ABI versions
 
 A problem is written as in docs/problem-syntax.md, for example

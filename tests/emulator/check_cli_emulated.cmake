@@ -1,0 +1,39 @@
+# The command line on the SIMT emulator: `arbiter try --device=cuda-emulated` gives a real
+# verdict and no time (an honest generated kernel passes, a racy cheater fails for its race),
+# and `arbiter verify --device=cuda-emulated` runs the hand-written CUDA kernels through the gate.
+# Usage: cmake -DARBITER=<arbiter program> -DSOURCE=<project source dir> -P check_cli_emulated.cmake
+function(run expected_rc)
+  execute_process(COMMAND "${ARBITER}" ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL expected_rc)
+    message(FATAL_ERROR "arbiter ${ARGN}: exit ${rc}, expected ${expected_rc}\n${out}\n${err}")
+  endif()
+  set(output "${out}" PARENT_SCOPE)
+endfunction()
+
+function(expect text pattern)
+  if(NOT text MATCHES "${pattern}")
+    message(FATAL_ERROR "expected /${pattern}/ in:\n${text}")
+  endif()
+endfunction()
+
+run(0 try "${SOURCE}/plugins/generated/kernels/softmax_rowblock.toml" --device=cuda-emulated)
+string(JSON emulated GET "${output}" emulated)
+expect("${emulated}" "^ON$")
+string(JSON verified GET "${output}" verified)
+expect("${verified}" "^ON$")
+string(JSON timing GET "${output}" timing)
+expect("${timing}" "^emulated: correctness only")
+string(JSON checks GET "${output}" verification 0 checks)
+expect("${checks}" "^passed: 3 trials")
+
+run(5 try "${SOURCE}/tests/fixtures/generated_cheaters/racy.toml" --device=cuda-emulated)
+string(JSON verified GET "${output}" verified)
+expect("${verified}" "^OFF$")
+string(JSON checks GET "${output}" verification 0 checks)
+expect("${checks}" "rerun_differs")
+
+run(0 verify rmsnorm bf16 rows=5 cols=1000 residual=1 --device=cuda-emulated --plugin=cuda)
+expect("${output}" "device=cuda")
+expect("${output}" "cuda.rmsnorm_vec16 +hand_tuned +passed")
+expect("${output}" "1 verdicts: 1 passed, 0 failed")
+message(STATUS "arbiter try and verify on the SIMT emulator: real verdicts, no times")
