@@ -403,32 +403,51 @@ void run_cluster(Launch& launch, uint3 cluster_index) {
   std::iota(permutation.begin(), permutation.end(), 0);
   const Schedule& schedule = launch.schedule;
   if (schedule.kind == ScheduleKind::reverse) std::reverse(permutation.begin(), permutation.end());
+  // warp-ahead: one warp (of the cluster's first block, chosen by the seed) runs as far as it
+  // can before the others' every turn, up to the next point where it must wait for them
+  // (a barrier, an mbarrier, a transaction): a race between its writes and the other warps'
+  // reads of the step before shows there.
+  std::vector<size_t> ahead_warp;
   if (schedule.kind == ScheduleKind::warp_ahead) {
     const size_t warps = (order.size() + 31) / 32;
-    const size_t ahead = static_cast<size_t>(schedule.seed % warps);
-    std::stable_partition(permutation.begin(), permutation.end(), [&](size_t i) { return i / 32 == ahead; });
+    const size_t ahead = static_cast<size_t>(schedule.seed % std::min<size_t>(warps, (per_block + 31) / 32));
+    for (size_t i = 0; i < order.size(); ++i)
+      if (i / 32 == ahead) ahead_warp.push_back(i);
   }
   std::mt19937_64 random(schedule.seed * 0x9e3779b97f4a7c15ull + cluster_index.x + 1);
+
+  // One turn of a thread: it runs to its next wait. False when the launch has failed.
+  bool any_ready = false, all_spun = true;
+  auto turn = [&](ThreadState& t) {
+    if (t.run != ThreadState::Run::ready) return true;
+    any_ready = true;
+    t.spun = false;
+    enter(t);
+    const bool alive = t.fiber->resume();
+    running_thread = nullptr;
+    if (!alive) thread_exited(t);
+    else all_spun &= t.spun;
+    return launch.status == kSuccess;
+  };
 
   const auto started = std::chrono::steady_clock::now();
   const double limit = launch_time_limit();
   int idle_rounds = 0;
   for (uint64_t round = 0;; ++round) {
     if (schedule.kind == ScheduleKind::random) std::shuffle(permutation.begin(), permutation.end(), random);
-    const uint64_t before = c.progress;
-    bool any_ready = false, all_spun = true;
-    for (size_t p : permutation) {
-      ThreadState& t = *order[p];
-      if (t.run != ThreadState::Run::ready) continue;
-      any_ready = true;
-      t.spun = false;
-      enter(t);
-      const bool alive = t.fiber->resume();
-      running_thread = nullptr;
-      if (!alive) thread_exited(t);
-      else all_spun &= t.spun;
-      if (launch.status != kSuccess) return unwind_all(c);
+    for (int burst = 0; burst < 256 && !ahead_warp.empty(); ++burst) {
+      const uint64_t before = c.progress;
+      any_ready = false;
+      all_spun = true;
+      for (size_t p : ahead_warp)
+        if (!turn(*order[p])) return unwind_all(c);
+      if (!any_ready || (all_spun && c.progress == before)) break;  // it waits for the others
     }
+    const uint64_t before = c.progress;
+    any_ready = false;
+    all_spun = true;
+    for (size_t p : permutation)
+      if (!turn(*order[p])) return unwind_all(c);
     bool all_exited = true;
     for (const auto& b : c.blocks) all_exited &= b->exited == b->threads.size();
     if (all_exited) break;

@@ -148,9 +148,15 @@ arbiter::plugin::Plugin make() {
   arbiter::plugin::Plugin plugin("cuda", "0.1.0");
   plugin.provenance(ARB_PROVENANCE_HAND_TUNED)
       .priority(60)
-      .runtime_version("CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
-                       std::to_string(CUDART_VERSION % 1000 / 10) + ", sm_" + std::to_string(prop.major) +
-                       std::to_string(prop.minor))
+      .runtime_version(
+#if defined(ARBITER_EMULATOR_RUNTIME)
+          "arbiter SIMT emulator (the CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
+          std::to_string(CUDART_VERSION % 1000 / 10) + " API), emulated sm_" + std::to_string(prop.major) +
+          std::to_string(prop.minor))
+#else
+          "CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+          ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor))
+#endif
       .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
                    "accesses, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
 

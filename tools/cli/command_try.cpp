@@ -142,7 +142,9 @@ int command_try(const Arguments& args) {
         const arb_problem p = parse_problem(text).problem;
         std::string why;
         const bool supported = kernel_supports(*candidate, p, &why);
-        const Verdict v = supported ? context->gate().verdict(*candidate, p, true) : Verdict{};
+        // The claimed shapes at their own size too (where the fp64 reference can afford it):
+        // they are what gets timed, so they are what must be right.
+        const Verdict v = supported ? context->gate().reverify(*candidate, p) : Verdict{};
         verified_all &= supported && v.passed;
         verification += fmt::format("{}{{\"shape\": {}, \"supported\": {}, \"passed\": {}, \"checks\": {}}}",
                                     verification.empty() ? "" : ", ", quoted(text), supported ? "true" : "false",

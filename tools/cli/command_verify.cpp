@@ -1,5 +1,5 @@
-// arbiter verify [--plugin=P] [--kernel=K] <problem | --suite=FILE>: the verification gate's
-// verdict for every kernel that supports each problem, with the failed checks named.
+// arbiter verify [--plugin=P] [--kernel=K] [--full] <problem | --suite=FILE>: the verification
+// gate's verdict for every kernel that supports each problem, with the failed checks named.
 #include "cli.hpp"
 
 #include "common/failure.hpp"
@@ -14,6 +14,7 @@ int command_verify(const Arguments& args) {
   const std::vector<SuiteProblem> problems = problems_from(args, "verify");
   const auto context = make_context(args);
   const std::string only_plugin = args.option("plugin"), only_kernel = args.option("kernel");
+  const bool full = args.flag("full");
   int failed = 0, passed = 0;
   for (const SuiteProblem& sp : problems) {
     const arb_problem& p = sp.parsed.problem;
@@ -33,7 +34,9 @@ int command_verify(const Arguments& args) {
         fmt::print("  {:<28} {:<12} the oracle (not verified against itself)\n", kernel->name, "reference");
         continue;
       }
-      const Verdict v = context->gate().verdict(*kernel, p, true);
+      // --full: the problem at its own size too (the verification shapes stop at 128 per
+      // GEMM dimension), with new seeds, as the tuner re-verifies a suspicious winner.
+      const Verdict v = full ? context->gate().reverify(*kernel, p) : context->gate().verdict(*kernel, p, true);
       (v.passed ? passed : failed) += 1;
       fmt::print("  {:<28} {:<12} {}\n", kernel->name, provenance_name(kernel->provenance), v.summary());
       if (!v.passed)

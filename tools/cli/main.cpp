@@ -89,8 +89,9 @@ commands:
                           reference, print the time   [--kernel=PLUGIN.KERNEL] [--samples=N] [--seed=N]
   verify <problem | --suite=FILE> [--device=cuda | cuda-emulated]
                           the verification gate's verdict for every kernel, failed checks named
-                          [--plugin=NAME] [--kernel=PLUGIN.KERNEL]; cuda-emulated: on the SIMT
-                          emulator (the CUDA plugins' sources run on the CPU)
+                          [--plugin=NAME] [--kernel=PLUGIN.KERNEL] [--full: also at the problem's
+                          own size]; cuda-emulated: on the SIMT emulator (the CUDA plugins'
+                          sources run on the CPU)
   tune <problem | --suite=FILE> [--device=cuda]
                           verify and time every candidate of every problem, keep the fastest by more
                           than the noise, write the table as results arrive
