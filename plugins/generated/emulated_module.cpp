@@ -58,6 +58,22 @@ std::string emulator_library_dir() {
   return fs::path(info.dli_fname).parent_path().string();
 }
 
+// What identifies the emulator library a module links: its path, size and modification time
+// (a rebuilt libarbiter_emu, say with another instrumentation contract, is a new one).
+std::string emulator_library_identity() {
+  static const std::string identity = [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<const void*>(&arbiter::emu::device_description), &info) == 0 || !info.dli_fname)
+      return std::string("?");
+    std::error_code ec;
+    const fs::path path = fs::canonical(info.dli_fname, ec);
+    const auto size = fs::file_size(path, ec);
+    const auto time = fs::last_write_time(path, ec).time_since_epoch().count();
+    return path.string() + '\0' + std::to_string(size) + '\0' + std::to_string(time);
+  }();
+  return identity;
+}
+
 // The emulator's stand-in headers: installed beside the libraries, else in the source tree
 // this plugin was built from.
 std::string emulator_include_dir() {
@@ -163,35 +179,48 @@ std::unique_ptr<KernelModule> build_module(const Manifest& manifest, int32_t dty
   job.emulator_include = emulator_include_dir();
   job.shared_library = true;
   const std::string libdir = emulator_library_dir();
-  job.flags = {"-O1", "-fPIC", dtype_macro(dtype), "-I" + prelude_dir.string(), "-w"};
+  // -g: the race check and the sanitizers name the kernel's source lines.
+  job.flags = {"-O1", "-g", "-fPIC", dtype_macro(dtype), "-I" + prelude_dir.string(), "-w"};
 #if defined(__SANITIZE_ADDRESS__)
   // The kernel instrumented too: an access past a device buffer is reported at the kernel's line.
-  job.flags.push_back("-fsanitize=address,undefined");
+  job.flags.insert(job.flags.end(), {"-fsanitize=address,undefined", "-fno-sanitize-recover=undefined"});
 #endif
-  std::string identity = manifest.source + '\0' + prelude + '\0' + compiler_identity() + '\0' + ARBITER_PLUGIN_BUILD_ID;
+  std::string identity = manifest.source + '\0' + prelude + '\0' + compiler_identity() + '\0' + ARBITER_PLUGIN_BUILD_ID +
+                         '\0' + emulator_library_identity();
   for (const std::string& f : job.flags) identity += '\0' + f;
+  for (const std::string& f : arbiter::emucc::fixed_compile_flags(job.flags)) identity += '\0' + f;
   const std::string key = sha256_hex(identity);
   job.libraries = {"-L" + libdir, "-larbiter_emu", "-Wl,-rpath," + libdir, "-Wl,--no-undefined"};
   const fs::path module = fs::path(cache) / (key + ".so");
-  std::error_code ec;
-  if (!fs::is_regular_file(module, ec)) {
-    // Compiled beside, renamed into place: other processes may build the same module at once.
-    // The manifest's own source file, so that reports name its lines.
+  // Compiled beside, renamed into place: other processes may build the same module at once.
+  // The manifest's own source file, so that reports name its lines.
+  auto compile = [&]() -> bool {
+    std::error_code ec;
     job.input = manifest.source_path;
     job.output = module.string() + ".tmp-" + std::to_string(::getpid());
     const arbiter::emucc::CompileResult compiled = arbiter::emucc::compile_for_emulator(job);
     if (!compiled.ok) {
       fs::remove(job.output, ec);
       log = "did not compile for the SIMT emulator:\n" + compiled.log;
-      return nullptr;
+      return false;
     }
     fs::rename(job.output, module, ec);
     if (ec) {
+      fs::remove(job.output, ec);
       log = "cannot put the compiled module at " + module.string() + ": " + ec.message();
-      return nullptr;
+      return false;
     }
-  }
+    return true;
+  };
+  std::error_code ec;
+  const bool cached = fs::is_regular_file(module, ec);
+  if (!cached && !compile()) return nullptr;
   void* library = dlopen(module.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr && cached) {
+    // A cache entry that does not load (cut short, or built by another emulator) is rebuilt once.
+    if (!compile()) return nullptr;
+    library = dlopen(module.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (library == nullptr) {
     const char* error = dlerror();
     log = std::string("cannot load the compiled module: ") + (error ? error : "?");
