@@ -90,6 +90,8 @@ Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const
     cause = "an access through a wild or out-of-bounds pointer";
   else if (outcome.failure.find("SIGILL") != std::string::npos)
     cause = "a misaligned access (trapped, as a GPU faults on it) or a trap instruction";
+  else if (outcome.failure.find("sanitizer") != std::string::npos)
+    cause = "a sanitizer's report (its stderr names the access)";
   else if (outcome.failure.find("timed out") != std::string::npos)
     cause = "a hang the emulator's per-launch limit did not stop (a spin that never reaches a barrier?)";
   Verdict v;

@@ -60,6 +60,25 @@ std::string temporary_path(const std::string& output, const char* suffix) {
 
 }  // namespace
 
+std::vector<std::string> fixed_compile_flags(const std::vector<std::string>& job_flags) {
+  // #pragma unroll is nvcc's; GCC would warn about every one. -fno-tree-ter: GCC 12.2 at -O1
+  // and above drops the `& 0xffff0000` of `bit_cast<float>(bit_cast<unsigned>(v) & 0xffff0000u)`
+  // when v was clamped by fminf/fmaxf on another path (emulator/README.md has the reproducer;
+  // clang and -O0 are right), which made a cheating kernel look exact.
+  std::vector<std::string> flags = {"-std=c++20", "-Wno-unknown-pragmas", "-fno-tree-ter"};
+  // A GPU faults on a misaligned access; x86 mostly does not. The alignment sanitizer traps
+  // (SIGILL) where the type's alignment is broken. ThreadSanitizer's instrumentation (never
+  // its runtime: the emulator answers its calls, runtime/race_check.hpp) reports every load
+  // and store, for the race check on shared memory. A build with the full sanitizers
+  // (AddressSanitizer cannot be combined with the thread instrumentation) has neither.
+  const bool sanitized = std::any_of(job_flags.begin(), job_flags.end(),
+                                     [](const std::string& f) { return f.rfind("-fsanitize=", 0) == 0; });
+  if (!sanitized)
+    flags.insert(flags.end(), {"-fsanitize=alignment", "-fsanitize-undefined-trap-on-error", "-fsanitize=thread",
+                               "--param=tsan-instrument-func-entry-exit=0"});
+  return flags;
+}
+
 CompileResult compile_for_emulator(const CompileJob& job) {
   CompileResult result;
   const std::string preprocessed = temporary_path(job.output, ".ii");
@@ -98,21 +117,26 @@ CompileResult compile_for_emulator(const CompileJob& job) {
   }
 
   // 3. Compile the rewritten text as preprocessed C++ (no second preprocessing).
-  // #pragma unroll is nvcc's; GCC would warn about every one. -fno-tree-ter: GCC 12.2 at -O1
-  // and above drops the `& 0xffff0000` of `bit_cast<float>(bit_cast<unsigned>(v) & 0xffff0000u)`
-  // when v was clamped by fminf/fmaxf on another path (emulator/README.md has the reproducer;
-  // clang and -O0 are right), which made a cheating kernel look exact.
-  std::vector<std::string> compile = {job.compiler, "-x", "c++-cpp-output", "-std=c++20", "-Wno-unknown-pragmas",
-                                      "-fno-tree-ter"};
-  // A GPU faults on a misaligned access; x86 mostly does not. The alignment sanitizer traps
-  // (SIGILL) where the type's alignment is broken, unless the build has the full sanitizers.
-  const bool sanitized = std::any_of(job.flags.begin(), job.flags.end(),
-                                     [](const std::string& f) { return f.rfind("-fsanitize=", 0) == 0; });
-  if (!sanitized) compile.insert(compile.end(), {"-fsanitize=alignment", "-fsanitize-undefined-trap-on-error"});
+  std::vector<std::string> compile = {job.compiler, "-x", "c++-cpp-output"};
+  const std::vector<std::string> fixed = fixed_compile_flags(job.flags);
+  compile.insert(compile.end(), fixed.begin(), fixed.end());
   compile.insert(compile.end(), job.flags.begin(), job.flags.end());
-  compile.insert(compile.end(), {job.shared_library ? "-shared" : "-c", rewritten, "-o", job.output});
-  if (job.shared_library) compile.insert(compile.end(), job.libraries.begin(), job.libraries.end());
-  result.ok = run(compile, result.log);
+  // A shared library is compiled and linked in two steps, so that the driver does not link
+  // libtsan for -fsanitize=thread.
+  const std::string object = job.shared_library ? temporary_path(job.output, ".o") : job.output;
+  if (job.shared_library) cleanup.files.push_back(object);
+  compile.insert(compile.end(), {"-c", rewritten, "-o", object});
+  if (!run(compile, result.log)) return result;
+  if (!job.shared_library) {
+    result.ok = true;
+    return result;
+  }
+  std::vector<std::string> link = {job.compiler, "-shared", "-o", job.output, object};
+  for (const std::string& f : job.flags)  // the optimisation and sanitizer flags, not -fsanitize=thread
+    if (f.rfind("-fsanitize", 0) == 0 || f.rfind("-O", 0) == 0 || f == "-g" || f == "-fPIC" || f == "-pthread")
+      link.push_back(f);
+  link.insert(link.end(), job.libraries.begin(), job.libraries.end());
+  result.ok = run(link, result.log);
   return result;
 }
 

@@ -27,4 +27,8 @@ struct CompileResult {
 
 CompileResult compile_for_emulator(const CompileJob& job);
 
+// The flags emucc adds to a job's own when it compiles (the standard, the alignment trap and
+// the race check's instrumentation, compiler workarounds): part of any cache key for its output.
+std::vector<std::string> fixed_compile_flags(const std::vector<std::string>& job_flags);
+
 }  // namespace arbiter::emucc

@@ -43,6 +43,14 @@ struct AsyncCopy {
   unsigned size, bytes;
 };
 
+// More about a wait than its name (an mbarrier's phase and pending arrivals...): described
+// only when a report needs it, from the waited-for object as it is then.
+struct WaitDescription {
+  std::string (*describe)(const void* object, uint64_t value) = nullptr;
+  const void* object = nullptr;
+  uint64_t value = 0;
+};
+
 struct ThreadState {
   uint3 index{};         // threadIdx
   unsigned linear = 0;   // (z * blockDim.y + y) * blockDim.x + x
@@ -51,12 +59,19 @@ struct ThreadState {
   std::unique_ptr<Fiber> fiber;
   enum class Run { ready, blocked, exited } run = Run::ready;
   bool spun = false;      // its last turn ended in a failed wait (no progress of its own)
-  std::string waiting;    // what it waits for, for deadlock reports
+  // What it waits for, for deadlock reports: a fixed text, or a function that describes the
+  // wait from its object when a report is made (text built at every wait would cost more
+  // than the wait itself).
+  const char* waiting = nullptr;
+  WaitDescription wait_detail;
   Site where;             // where it last met the emulator
   // cp.async groups: committed ones in order, then the ones not yet committed.
   std::deque<std::vector<AsyncCopy>> copy_groups;
   std::vector<AsyncCopy> copies_uncommitted;
   void* collective_slot = nullptr;  // its inputs and outputs while it waits at a collective
+  // The race check (race_check.hpp): accesses stamped before these cluster clock values are
+  // ordered before this thread's next ones (any thread's; its own warp's).
+  uint32_t ordered_before = 0, warp_ordered_before = 0;
 };
 
 // ---- per block -------------------------------------------------------------------------------
@@ -64,9 +79,8 @@ struct ThreadState {
 // A collective of a group of threads (a warp, a warpgroup): everyone named arrives, then the
 // last one to arrive combines their slots and all go on.
 struct Collective {
-  std::string kind;  // "shfl.sync idx", "wgmma.mma_async", ... (one kind per meeting)
+  const char* kind = nullptr;  // "__shfl_xor_sync", "wgmma.mma_async", ... (nullptr: no meeting open)
   std::bitset<128> members, arrived;
-  std::vector<ThreadState*> waiting;
   Site where;
   void (*combine)(void** slots, const std::bitset<128>& members, void* context) = nullptr;
   void* context = nullptr;
@@ -88,6 +102,14 @@ struct SharedWindow {
   uint32_t dynamic_offset = 0, dynamic_bytes = 0, static_offset = 0, static_capacity = 0;
 };
 
+// The race check's record of one byte of shared memory: its last writer and its last two
+// readers (cluster-wide thread numbers + 1; 0 for none), each with the clock value then.
+struct RaceCell {
+  uint32_t write_time = 0, read_time = 0, other_read_time = 0;
+  uint16_t writer = 0, reader = 0, other_reader = 0;
+  uint8_t atomic_write = 0, atomic_read = 0;
+};
+
 struct Block {
   Cluster* cluster = nullptr;
   unsigned rank = 0;  // in the cluster
@@ -99,10 +121,11 @@ struct Block {
   // __syncthreads: who has arrived, and where.
   std::vector<ThreadState*> barrier_arrived;
   int barrier_count = 0;  // __syncthreads_count's sum
-  std::map<std::pair<int, unsigned>, Collective> collectives;  // (scope, group): 0 warp, 1 warpgroup
+  std::vector<Collective> warp_collectives, warpgroup_collectives;  // by warp, by warpgroup
   std::map<uint32_t, std::unique_ptr<MbarrierState>> mbarriers;  // by shared address
   std::vector<std::unique_ptr<WarpgroupState>> warpgroups;
   int register_pool_free = 0;  // registers given back by setmaxnreg.dec, not yet taken
+  std::vector<RaceCell> race_dynamic, race_static;  // per byte of each part, made on first access
   size_t live() const { return threads.size() - exited; }
 };
 
@@ -112,6 +135,11 @@ struct Cluster {
   std::vector<std::unique_ptr<Block>> blocks;
   std::vector<ThreadState*> barrier_arrived;  // cluster.sync()
   uint64_t progress = 0;  // bumped by anything that could unblock a thread
+  uint32_t race_clock = 0;  // advanced by every synchronisation (race_check.hpp)
+  // The span of host addresses its blocks' shared memory lies in: most accesses (to global
+  // memory) fall outside, and the race check rejects them with two comparisons.
+  const unsigned char* shared_low = nullptr;
+  const unsigned char* shared_high = nullptr;
 };
 
 struct Launch {
@@ -141,15 +169,15 @@ ThreadState& this_thread(Site where);  // faults with a clear message outside a 
 // Records the launch's first fault and unwinds the calling fiber. `status` says what kind.
 [[noreturn]] void fault(Status status, const std::string& what, Site where);
 // Blocks the calling thread until someone marks it ready again; unwinds if the launch faulted.
-void block(const std::string& waiting_for, Site where);
+void block(const char* waiting_for, Site where);
 void wake(ThreadState* thread);
 // A failed wait: the thread stays ready but gives the others a turn.
-void spin(const std::string& waiting_for, Site where);
+void spin(const char* waiting_for, Site where, WaitDescription detail = {});
 void progress(Block& block);
 
 // Meets the calling thread with the other members of a collective (scope 0: its warp, 1: its
 // warpgroup); `slot` holds its inputs and, afterwards, its outputs.
-void meet(int scope, const std::bitset<128>& members, const std::string& kind, void* slot,
+void meet(int scope, const std::bitset<128>& members, const char* kind, void* slot,
           void (*combine)(void** slots, const std::bitset<128>& members, void* context), void* context, Site where);
 // The calling thread's index within its collective scope (lane, or thread of the warpgroup).
 unsigned scope_index(const ThreadState& t, int scope);

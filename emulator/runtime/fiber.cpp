@@ -68,7 +68,7 @@ struct PooledStack {
   void deallocate(ctx::stack_context& s) noexcept { pool().give_back(s); }
 };
 
-thread_local Fiber* running = nullptr;
+thread_local Fiber* running __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // AddressSanitizer must be told of every stack switch (its fake stacks, its idea of where the
 // stack is): start before the switch, finish once on the other stack.

@@ -3,27 +3,30 @@
 // become faults with a report of every thread that waits.
 #include "engine.hpp"
 #include "ptx/async_state.hpp"  // Block owns the asynchronous state
+#include "race_check.hpp"
 #include "shared_memory.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <sstream>
 
 namespace arbiter_emulated_cuda {
 // The built-in variables (device_api.hpp), rewritten before every switch to a thread.
-thread_local uint3 threadIdx;
-thread_local uint3 blockIdx;
-thread_local dim3 blockDim;
-thread_local dim3 gridDim;
+thread_local uint3 threadIdx ARBITER_EMU_TLS;
+thread_local uint3 blockIdx ARBITER_EMU_TLS;
+thread_local dim3 blockDim ARBITER_EMU_TLS;
+thread_local dim3 gridDim ARBITER_EMU_TLS;
 }  // namespace arbiter_emulated_cuda
 
 namespace arbiter::emu {
 namespace {
 
-thread_local ThreadState* running_thread = nullptr;
+// Initial-exec, like the built-ins: every access of emulated code asks for it (race check).
+thread_local ThreadState* running_thread __attribute__((tls_model("initial-exec"))) = nullptr;
 
 // A probe in progress on this host thread (kernel_entry reports there and stops).
 struct ProbeState {
@@ -64,7 +67,10 @@ std::string schedule_name(const Schedule& schedule) {
 
 ThreadState* current_thread() { return running_thread; }
 
-std::string where_text(Site where) { return std::string(where.file) + ":" + std::to_string(where.line); }
+std::string where_text(Site where) {
+  if (where.file == nullptr || *where.file == '\0') return "the kernel's start";
+  return std::string(where.file) + ":" + std::to_string(where.line);
+}
 
 std::string thread_name(const ThreadState& t) {
   std::ostringstream s;
@@ -98,22 +104,24 @@ void fault(Status status, const std::string& what, Site where) {
 
 void progress(Block& block) { ++block.cluster->progress; }
 
-void block(const std::string& waiting_for, Site where) {
+void block(const char* waiting_for, Site where) {
   ThreadState& t = this_thread(where);
   t.run = ThreadState::Run::blocked;
   t.waiting = waiting_for;
+  t.wait_detail = {};
   t.where = where;
   Fiber::yield();
-  t.waiting.clear();
+  t.waiting = nullptr;
   if (aborted(t)) throw LaunchAborted{};
 }
 
 void wake(ThreadState* thread) { thread->run = ThreadState::Run::ready; }
 
-void spin(const std::string& waiting_for, Site where) {
+void spin(const char* waiting_for, Site where, WaitDescription detail) {
   ThreadState& t = this_thread(where);
   t.spun = true;
   t.waiting = waiting_for;
+  t.wait_detail = detail;
   t.where = where;
   Fiber::yield();
   if (aborted(t)) throw LaunchAborted{};
@@ -123,7 +131,7 @@ unsigned scope_index(const ThreadState& t, int scope) { return scope == 0 ? t.la
 
 // ---- collectives -------------------------------------------------------------------------------
 
-void meet(int scope, const std::bitset<128>& members, const std::string& kind, void* slot,
+void meet(int scope, const std::bitset<128>& members, const char* kind, void* slot,
           void (*combine)(void** slots, const std::bitset<128>& members, void* context), void* context, Site where) {
   ThreadState& t = this_thread(where);
   Block& b = *t.block;
@@ -132,56 +140,63 @@ void meet(int scope, const std::bitset<128>& members, const std::string& kind, v
   const unsigned me = scope_index(t, scope);
   const char* scope_name = scope == 0 ? "warp" : "warpgroup";
   if (!members.test(me))
-    fault(kErrorLaunchFailure, kind + ": the calling thread (" + std::to_string(me) + " of its " + scope_name +
-                                   ") is not in the mask",
+    fault(kErrorLaunchFailure, std::string(kind) + ": the calling thread (" + std::to_string(me) + " of its " +
+                                   scope_name + ") is not in the mask",
           where);
   for (unsigned m = 0; m < size; ++m) {
     if (!members.test(m)) continue;
     const size_t linear = static_cast<size_t>(group) * size + m;
     if (linear >= b.threads.size())
-      fault(kErrorLaunchFailure, kind + ": the mask names thread " + std::to_string(m) + " of " + scope_name + " " +
-                                     std::to_string(group) + ", which does not exist (a block of " +
+      fault(kErrorLaunchFailure, std::string(kind) + ": the mask names thread " + std::to_string(m) + " of " +
+                                     scope_name + " " + std::to_string(group) + ", which does not exist (a block of " +
                                      std::to_string(b.threads.size()) + " threads)",
             where);
     if (b.threads[linear].run == ThreadState::Run::exited)
-      fault(kErrorLaunchFailure, kind + ": the mask names thread " + std::to_string(m) + " of " + scope_name + " " +
-                                     std::to_string(group) + ", which has exited",
+      fault(kErrorLaunchFailure, std::string(kind) + ": the mask names thread " + std::to_string(m) + " of " +
+                                     scope_name + " " + std::to_string(group) + ", which has exited",
             where);
   }
-  const auto key = std::make_pair(scope, group);
-  auto it = b.collectives.find(key);
-  if (it == b.collectives.end()) {
-    Collective c;
+  std::vector<Collective>& open = scope == 0 ? b.warp_collectives : b.warpgroup_collectives;
+  if (open.size() <= group) open.resize(group + 1);
+  Collective& c = open[group];
+  if (c.kind == nullptr) {
     c.kind = kind;
     c.members = members;
+    c.arrived.reset();
     c.where = where;
     c.combine = combine;
     c.context = context;
-    it = b.collectives.emplace(key, std::move(c)).first;
-  } else if (it->second.kind != kind || it->second.members != members) {
+  } else if (std::strcmp(c.kind, kind) != 0 || c.members != members) {
     fault(kErrorLaunchFailure, "the threads of " + std::string(scope_name) + " " + std::to_string(group) +
-                                   " meet at different collectives: " + it->second.kind + " (mask " +
-                                   it->second.members.to_string().substr(128 - size) + ") at " +
-                                   where_text(it->second.where) + " and " + kind + " (mask " +
-                                   members.to_string().substr(128 - size) + ")",
+                                   " meet at different collectives: " + c.kind + " (mask " +
+                                   c.members.to_string().substr(128 - size) + ") at " + where_text(c.where) + " and " +
+                                   kind + " (mask " + members.to_string().substr(128 - size) + ")",
           where);
   }
-  Collective& c = it->second;
   c.arrived.set(me);
   t.collective_slot = slot;
   progress(b);
   if (c.arrived != c.members) {
-    c.waiting.push_back(&t);
-    block(kind + " at " + where_text(where), where);
+    block(kind, where);
     return;
   }
+  // The last to arrive: the meeting closes before it is combined (combine may fault).
   void* slots[128] = {};
+  ThreadState* met[128];
+  size_t count = 0;
   for (unsigned m = 0; m < size; ++m)
-    if (members.test(m)) slots[m] = b.threads[static_cast<size_t>(group) * size + m].collective_slot;
-  Collective done = std::move(c);
-  b.collectives.erase(it);
-  done.combine(slots, done.members, done.context);
-  for (ThreadState* w : done.waiting) wake(w);
+    if (members.test(m)) {
+      ThreadState& member = b.threads[static_cast<size_t>(group) * size + m];
+      slots[m] = member.collective_slot;
+      met[count++] = &member;
+    }
+  const auto finish = c.combine;
+  void* const finish_context = c.context;
+  c.kind = nullptr;
+  finish(slots, members, finish_context);
+  race::warp_synchronised(*b.cluster, met, count);
+  for (size_t i = 0; i < count; ++i)
+    if (met[i] != &t) wake(met[i]);
 }
 
 // ---- __syncthreads and cluster.sync ----------------------------------------------------------------
@@ -228,11 +243,12 @@ int block_barrier(Site where, int predicate, const char* name) {
   b.barrier_count += predicate != 0;
   progress(b);
   if (b.barrier_arrived.size() < b.threads.size()) {
-    block(std::string(name) + " at " + where_text(where), where);
+    block(name, where);
     return result;
   }
   if (!one_site(b.barrier_arrived))
     fault(kErrorLaunchFailure, std::string("divergent ") + name + ": " + arrivals_by_site(b.barrier_arrived), where);
+  race::barrier_passed(*b.cluster, b.barrier_arrived);
   for (ThreadState* w : b.barrier_arrived) {
     *static_cast<int*>(w->collective_slot) = b.barrier_count;
     if (w != &t) wake(w);
@@ -263,11 +279,12 @@ void cluster_sync(Where where) {
   c.barrier_arrived.push_back(&t);
   progress(*t.block);
   if (c.barrier_arrived.size() < total) {
-    block("cluster.sync() at " + where_text(where), where);
+    block("cluster.sync()", where);
     return;
   }
   if (!one_site(c.barrier_arrived))
     fault(kErrorLaunchFailure, "divergent cluster.sync(): " + arrivals_by_site(c.barrier_arrived), where);
+  race::barrier_passed(c, c.barrier_arrived);
   for (ThreadState* w : c.barrier_arrived)
     if (w != &t) wake(w);
   c.barrier_arrived.clear();
@@ -297,15 +314,26 @@ void thread_exited(ThreadState& t) {
   if (!b.cluster->barrier_arrived.empty())
     fail(thread_name(t) + " exited while threads wait for it at cluster.sync(): " +
          arrivals_by_site(b.cluster->barrier_arrived));
-  for (const auto& [key, c] : b.collectives) {
-    const unsigned size = key.first == 0 ? 32 : 128;
-    if (t.linear / size == key.second && c.members.test(scope_index(t, key.first)) &&
-        !c.arrived.test(scope_index(t, key.first)))
+  for (int scope = 0; scope < 2; ++scope) {
+    const std::vector<Collective>& open = scope == 0 ? b.warp_collectives : b.warpgroup_collectives;
+    const unsigned group = t.linear / (scope == 0 ? 32 : 128);
+    if (group >= open.size() || open[group].kind == nullptr) continue;
+    const Collective& c = open[group];
+    if (c.members.test(scope_index(t, scope)) && !c.arrived.test(scope_index(t, scope)))
       fail(thread_name(t) + " exited while others wait for it at " + c.kind + " (" + where_text(c.where) + ")");
   }
   if (!t.copies_uncommitted.empty() || !t.copy_groups.empty())
     fail(thread_name(t) + " exited with cp.async copies in flight (no cp.async.wait_group for them)");
   if (b.exited == b.threads.size()) b.gone = true;
+}
+
+// What a thread waits for, and where, for deadlock reports.
+std::string waiting_text(const ThreadState& t) {
+  if (t.run == ThreadState::Run::exited) return "exited";
+  if (t.waiting == nullptr) return "running";
+  std::string text = t.waiting;
+  if (t.wait_detail.describe) text += " " + t.wait_detail.describe(t.wait_detail.object, t.wait_detail.value);
+  return text + " at " + where_text(t.where);
 }
 
 std::string waiting_report(const Cluster& c) {
@@ -315,17 +343,11 @@ std::string waiting_report(const Cluster& c) {
   for (const auto& b : c.blocks) {
     size_t i = 0;
     while (i < b->threads.size() && lines < 24) {
-      const ThreadState& first = b->threads[i];
-      const std::string what = first.run == ThreadState::Run::exited ? "exited" : first.waiting;
+      const std::string what = waiting_text(b->threads[i]);
       size_t j = i + 1;
-      while (j < b->threads.size()) {
-        const ThreadState& n = b->threads[j];
-        const std::string next = n.run == ThreadState::Run::exited ? "exited" : n.waiting;
-        if (next != what) break;
-        ++j;
-      }
+      while (j < b->threads.size() && waiting_text(b->threads[j]) == what) ++j;
       out += "\n  block rank " + std::to_string(b->rank) + " threads " + std::to_string(i) + "-" + std::to_string(j - 1) +
-             ": " + (what.empty() ? "running" : what);
+             ": " + what;
       ++lines;
       i = j;
     }
@@ -371,6 +393,13 @@ void run_cluster(Launch& launch, uint3 cluster_index) {
         b->index = uint3{cluster_index.x * cd.x + x, cluster_index.y * cd.y + y, cluster_index.z * cd.z + z};
         setup_shared_window(*b, launch);
         b->threads.resize(per_block);
+        for (const unsigned char* p : {b->window.dynamic_memory, b->window.static_memory}) {
+          if (c.shared_low == nullptr || p < c.shared_low) c.shared_low = p;
+        }
+        for (const unsigned char* p : {b->window.dynamic_memory + b->window.dynamic_bytes,
+                                       b->window.static_memory + b->window.static_capacity}) {
+          if (p > c.shared_high) c.shared_high = p;
+        }
         c.blocks.push_back(std::move(b));
       }
   // Every thread's fiber; they start at their first turn.

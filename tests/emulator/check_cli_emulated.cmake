@@ -1,7 +1,7 @@
 # The command line on the SIMT emulator: `arbiter try --device=cuda-emulated` gives a real
 # verdict and no time (an honest generated kernel passes, a racy cheater fails for its race),
 # and `arbiter verify --device=cuda-emulated` runs the hand-written CUDA kernels through the gate.
-# Usage: cmake -DARBITER=<arbiter program> -DSOURCE=<project source dir> -P check_cli_emulated.cmake
+# Usage: cmake -DARBITER=<arbiter program> -DSOURCE=<project source dir> -DWORK=<scratch dir> -P check_cli_emulated.cmake
 function(run expected_rc)
   execute_process(COMMAND "${ARBITER}" ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL expected_rc)
@@ -16,7 +16,15 @@ function(expect text pattern)
   endif()
 endfunction()
 
-run(0 try "${SOURCE}/plugins/generated/kernels/softmax_rowblock.toml" --device=cuda-emulated)
+# The shipped softmax under its own name, claiming one small shape (its real claims, 64 rows of
+# 128256, take minutes on the emulator at full size).
+file(READ "${SOURCE}/plugins/generated/kernels/softmax_rowblock.toml" manifest)
+string(REGEX REPLACE "\n\\[\\[shape\\]\\].*" "" manifest "${manifest}")
+string(REPLACE "name = \"softmax_rowblock\"" "name = \"cli_softmax_rowblock\"" manifest "${manifest}")
+string(REPLACE "source = \"softmax_rowblock.cu\"" "source = \"${SOURCE}/plugins/generated/kernels/softmax_rowblock.cu\""
+       manifest "${manifest}")
+file(WRITE "${WORK}/cli_softmax_rowblock.toml" "${manifest}\n[[shape]]\nproblem = \"softmax bf16 rows=5 cols=3000 device=cuda\"\n")
+run(0 try "${WORK}/cli_softmax_rowblock.toml" --device=cuda-emulated)
 string(JSON emulated GET "${output}" emulated)
 expect("${emulated}" "^ON$")
 string(JSON verified GET "${output}" verified)

@@ -10,7 +10,7 @@ updated) and goes through `arbiter try --device=cuda-emulated`. A mutant is caug
 gate fails it and its report matches the mutant's `caught` pattern. Every problem must also
 pass with the unmutated kernel (the control), so that no catch is the emulator's own noise.
 
-usage: run_mutants.py mutation_build.json mutants.toml [--only NAME...] [--report FILE] [--keep DIR]
+usage: run_mutants.py mutation_build.json mutants.toml [--only NAME...] [--report FILE] [--keep DIR] [--jobs N]
 Exit status 0 when every mutant is caught and every control passes.
 """
 import argparse
@@ -134,20 +134,35 @@ class Build:
         return run([self.info["arbiter"], "--config", config, "try", manifest, "--device=cuda-emulated"])
 
 
+def control_key(mutant):
+    return (mutant.get("manifest") or mutant["kernel"], mutant["problem"])
+
+
+def check_control(build, mutant, keep):
+    """The unmutated kernel on the mutant's problem: (passed, output)."""
+    work = tempfile.mkdtemp(prefix=f"control-{mutant['name']}-", dir=keep)
+    try:
+        if "manifest" in mutant:
+            rc, out, _ = build.try_manifest(build.generated_manifest(mutant, work, False), work, "control")
+            return rc == 0 and '"verified": true' in out, out
+        rc, out, _ = build.verify(build.info["cuda_plugin"], mutant["kernel"], mutant["problem"], work, "control")
+        return rc == 0 and " 0 failed" in out, out
+    except Exception as e:
+        return False, f"error: {e}"
+    finally:
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def check_mutant(build, mutant, keep):
-    """(caught, control_passed, how, seconds)"""
+    """(caught, how, seconds, output)"""
     work = tempfile.mkdtemp(prefix=f"mutant-{mutant['name']}-", dir=keep)
     started = time.monotonic()
     try:
         if "manifest" in mutant:
-            rc_control, out_control, _ = build.try_manifest(build.generated_manifest(mutant, work, False), work, "control")
-            control = rc_control == 0 and '"verified": true' in out_control
             rc, out, _ = build.try_manifest(build.generated_manifest(mutant, work, True), work, "mutant")
             failed = rc == 5 and '"verified": false' in out
         else:
-            rc_control, out_control, _ = build.verify(build.info["cuda_plugin"], mutant["kernel"], mutant["problem"],
-                                                      work, "control")
-            control = rc_control == 0 and " 0 failed" in out_control
             plugin = build.cuda_plugin(mutant, work)
             rc, out, _ = build.verify(plugin, mutant["kernel"], mutant["problem"], work, "mutant")
             failed = rc == 4 and " 1 failed" in out
@@ -160,10 +175,9 @@ def check_mutant(build, mutant, keep):
         said = re.search(r"launch_failed: (?:status \d+: )?(.{0,400})", out)
         if said:
             how += ": " + said.group(1).replace(work + "/", "").strip()
-        detail = "" if caught and control else ("\n--- mutant ---\n" + out + "\n--- control ---\n" + out_control)
-        return caught, control, how, time.monotonic() - started, detail
+        return caught, how, time.monotonic() - started, out
     except Exception as e:  # a mutant that no longer applies or does not build is a failure
-        return False, False, f"error: {e}", time.monotonic() - started, str(e)
+        return False, f"error: {e}", time.monotonic() - started, str(e)
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -176,6 +190,7 @@ def main():
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--report")
     parser.add_argument("--keep", help="keep each mutant's folder under this one")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants checked at once")
     args = parser.parse_args()
     with open(args.build) as f:
         build = Build(json.load(f))
@@ -186,27 +201,36 @@ def main():
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
 
+    # The controls first, one per kernel and problem, then the mutants; each a process of its
+    # own (arbiter), so a pool of threads runs --jobs of them at once.
     rows, all_good = [], True
-    for mutant in mutants:
-        caught, control, how, seconds, detail = check_mutant(build, mutant, args.keep)
-        good = caught and control
-        all_good &= good
-        status = "caught" if caught else "NOT CAUGHT"
-        print(f"{mutant['name']:<40} {status:<11} control {'passed' if control else 'FAILED'}  {seconds:6.1f} s  {how}",
-              flush=True)
-        if not good:
-            print(detail, flush=True)
-        target = mutant.get("kernel") or "generated (" + os.path.basename(mutant["manifest"]) + ")"
-        rows.append(f"| {mutant['name']} | {mutant['bug']} | {target}, `{mutant['problem']}` | "
-                    f"{status} ({how}) | {'passed' if control else 'FAILED'} | {seconds:.0f} s |")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        controls = {}
+        for mutant in mutants:
+            if control_key(mutant) not in controls:
+                controls[control_key(mutant)] = pool.submit(check_control, build, mutant, args.keep)
+        results = [pool.submit(check_mutant, build, mutant, args.keep) for mutant in mutants]
+        for mutant, result in zip(mutants, results):
+            caught, how, seconds, out = result.result()
+            control, out_control = controls[control_key(mutant)].result()
+            good = caught and control
+            all_good &= good
+            status = "caught" if caught else "NOT CAUGHT"
+            print(f"{mutant['name']:<40} {status:<11} control {'passed' if control else 'FAILED'}  {seconds:6.1f} s  {how}",
+                  flush=True)
+            if not good:
+                print("\n--- mutant ---\n" + out + "\n--- control ---\n" + out_control, flush=True)
+            target = mutant.get("kernel") or "generated (" + os.path.basename(mutant["manifest"]) + ")"
+            rows.append(f"| {mutant['name']} | {mutant['bug']} | {target}, `{mutant['problem']}` | "
+                        f"{status} ({how}) | {'passed' if control else 'FAILED'} | {seconds:.0f} s |")
     if args.report:
         with open(args.report, "w") as f:
-            f.write("| mutant | bug | kernel, problem | verdict (failed checks) | unmutated | time |\n")
+            f.write("| mutant | bug | kernel, problem | verdict (failed checks) | unmutated | mutant's time |\n")
             f.write("|---|---|---|---|---|---|\n")
             f.write("\n".join(rows) + "\n")
     caught = sum(1 for r in rows if "| caught" in r)
-    controls = sum(1 for r in rows if r.endswith(tuple(f"| passed | {x}" for x in [""])) or "| passed |" in r)
-    print(f"\n{caught} of {len(rows)} mutants caught; {controls} of {len(rows)} unmutated controls passed", flush=True)
+    passed = sum(1 for control, _ in (f.result() for f in controls.values()) if control)
+    print(f"\n{caught} of {len(rows)} mutants caught; {passed} of {len(controls)} unmutated controls passed", flush=True)
     return 0 if all_good and mutants else 1
 
 

@@ -34,6 +34,15 @@ namespace arbiter::test {
 // Is this the SIMT emulator's build of the GPU tests?
 constexpr bool emulated() { return ARBITER_TEST_EMULATED != 0; }
 
+// The emulated tests in the sanitizers' build: emulated code runs some 9 times slower again
+// there, so those tests take their smallest set (every kernel still runs; the plain build
+// runs the full emulated set).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool light() { return emulated(); }
+#else
+constexpr bool light() { return false; }
+#endif
+
 // The shipped plugins that matter on a GPU: the reference (the gate's yardstick), cuBLASLt,
 // the generated kernels and the hand-written ones. On the emulator, the emulated builds of
 // the last two (cuBLASLt is NVIDIA's binary: it has none).

@@ -25,6 +25,9 @@ std::vector<std::string> gemm_problems() {
   std::vector<std::string> problems;
   const char* dtypes[] = {"f32", "f16", "bf16"};
   const char* layouts[] = {"ta=0 tb=0", "ta=0 tb=1", "ta=1 tb=0", "ta=1 tb=1"};
+  if (test::light())  // each GEMM kernel on one problem it takes: the tensor-core, decode and generic paths
+    return {"gemm bf16 m=200 n=264 k=520 ta=0 tb=1 bias=1 act=gelu_tanh device=cuda",
+            "gemm f32 m=16 n=64 k=4096 ta=0 tb=1 beta=1 device=cuda", "gemm f16 m=77 n=300 k=123 ta=1 tb=0 act=silu device=cuda"};
   if (test::emulated()) {
     const char* sizes[] = {"m=200 n=264 k=520", "m=16 n=64 k=4096", "m=77 n=300 k=123"};
     const char* epilogues[] = {"", "bias=1 act=gelu_tanh", "beta=1 act=silu", "bias=1 act=relu"};
@@ -62,6 +65,10 @@ std::vector<std::string> algo_config_problems() {
 
 std::vector<std::string> norm_problems() {
   std::vector<std::string> problems;
+  if (test::light())
+    return {"rmsnorm f32 rows=3 cols=1000 residual=1 device=cuda", "rmsnorm bf16 rows=2 cols=4096 device=cuda",
+            "rmsnorm f16 rows=2 cols=8192 device=cuda", "softmax f16 rows=3 cols=1000 device=cuda",
+            "softmax bf16 rows=2 cols=4096 device=cuda", "softmax f32 rows=2 cols=32000 device=cuda"};
   const std::vector<const char*> row_counts = test::emulated() ? std::vector<const char*>{"rows=3"}
                                                                : std::vector<const char*>{"rows=1", "rows=16"};
   for (const char* dtype : {"f32", "f16", "bf16"})
@@ -76,7 +83,7 @@ std::vector<std::string> norm_problems() {
 }
 
 bool full_size(const std::string& problem) {
-  return test::emulated() && (problem.find("gemm bf16 m=200 n=264 k=520 ta=0 tb=1") == 0 ||
+  return test::emulated() && !test::light() && (problem.find("gemm bf16 m=200 n=264 k=520 ta=0 tb=1") == 0 ||
                               problem.find("gemm f32 m=16 n=64 k=4096 ta=0 tb=1") == 0);
 }
 

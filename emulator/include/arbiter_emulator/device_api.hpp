@@ -25,10 +25,13 @@ struct dim3 {
 
 // The built-in variables: the running emulated thread's, rewritten by the emulator's
 // scheduler at every switch between threads (a block's threads share one host thread).
-extern thread_local uint3 threadIdx __attribute__((visibility("default")));
-extern thread_local uint3 blockIdx __attribute__((visibility("default")));
-extern thread_local dim3 blockDim __attribute__((visibility("default")));
-extern thread_local dim3 gridDim __attribute__((visibility("default")));
+// Initial-exec TLS: kernels read them constantly, and the general model costs a call of
+// __tls_get_addr per read; 48 bytes of the static TLS block that dlopen keeps spare.
+#define ARBITER_EMU_TLS __attribute__((visibility("default"), tls_model("initial-exec")))
+extern thread_local uint3 threadIdx ARBITER_EMU_TLS;
+extern thread_local uint3 blockIdx ARBITER_EMU_TLS;
+extern thread_local dim3 blockDim ARBITER_EMU_TLS;
+extern thread_local dim3 gridDim ARBITER_EMU_TLS;
 }  // namespace arbiter_emulated_cuda
 
 namespace arbiter::emu {

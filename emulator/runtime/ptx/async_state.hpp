@@ -25,6 +25,7 @@ struct MbarrierState {
   uint32_t expected = 0, pending = 0;
   int64_t transactions = 0;  // bytes announced (expect_tx) minus bytes landed
   uint64_t phase = 0;        // phases completed so far
+  uint32_t completed_at = 0; // the race check's clock when the last phase completed
   std::vector<TmaCopy> in_flight;
   Site initialised;
 };

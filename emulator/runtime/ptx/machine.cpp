@@ -186,23 +186,41 @@ void Machine::unsupported(const Instruction& in) const {
 
 namespace arbiter::emu {
 
-void run_asm(AsmSite& site, AsmOperand* operands, size_t count) {
+namespace {
+
+// An asm statement, parsed once for the process, with each instruction's handler looked up.
+struct ParsedStatement {
+  ptx::Program program;
+  std::vector<ptx::Handler> handlers;  // nullptr: not emulated (reported when reached)
+};
+
+const ParsedStatement& parsed(AsmSite& site) {
+  // The fast path reads the pointer published (release) by the parse below.
+  if (void* done = __atomic_load_n(&site.program, __ATOMIC_ACQUIRE)) return *static_cast<ParsedStatement*>(done);
   static ForkSafeMutex parse_mutex{fork_rank::ptx_parse};
-  ptx::Program* program = nullptr;
-  {
-    std::lock_guard<ForkSafeMutex> lock(parse_mutex);
-    if (site.program == nullptr) {
-      try {
-        site.program = new ptx::Program(ptx::parse(site.text));  // one per statement, kept for the process
-      } catch (const std::exception& e) {
-        fault(kErrorIllegalInstruction, std::string("cannot read this inline PTX: ") + e.what(), Site(site.file, site.line));
-      }
+  std::lock_guard<ForkSafeMutex> lock(parse_mutex);
+  if (site.program == nullptr) {
+    auto* statement = new ParsedStatement;  // kept for the process
+    try {
+      statement->program = ptx::parse(site.text);
+    } catch (const std::exception& e) {
+      delete statement;
+      fault(kErrorIllegalInstruction, std::string("cannot read this inline PTX: ") + e.what(), Site(site.file, site.line));
     }
-    program = static_cast<ptx::Program*>(site.program);
+    for (const ptx::Instruction& in : statement->program.instructions)
+      statement->handlers.push_back(ptx::find_family(in.parts[0]));
+    __atomic_store_n(&site.program, static_cast<void*>(statement), __ATOMIC_RELEASE);
   }
-  if (program->instructions.empty()) return;  // asm volatile("" ...): a compiler fence only
-  ptx::Machine m(*program, operands, count, site);
-  const auto& code = program->instructions;
+  return *static_cast<ParsedStatement*>(site.program);
+}
+
+}  // namespace
+
+void run_asm(AsmSite& site, AsmOperand* operands, size_t count) {
+  const ParsedStatement& statement = parsed(site);
+  const auto& code = statement.program.instructions;
+  if (code.empty()) return;  // asm volatile("" ...): a compiler fence only
+  ptx::Machine m(statement.program, operands, count, site);
   for (size_t pc = 0; pc < code.size();) {
     const ptx::Instruction& in = code[pc];
     m.next = pc + 1;
@@ -215,7 +233,7 @@ void run_asm(AsmSite& site, AsmOperand* operands, size_t count) {
         continue;
       }
     }
-    const ptx::Handler handler = ptx::find_family(in.parts[0]);
+    const ptx::Handler handler = statement.handlers[pc];
     if (handler == nullptr) m.unsupported(in);
     handler(m, in);
     pc = m.next;

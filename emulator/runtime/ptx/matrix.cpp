@@ -62,7 +62,7 @@ void ldmatrix(Machine& m, const Instruction& in) {
   LdmatrixSlot slot;
   slot.address = static_cast<uint32_t>(m.address(in.operands[1]));
   LdmatrixContext context{count, in.has("trans"), m.where()};
-  meet(0, std::bitset<128>(0xffffffffull), in.opcode, &slot, combine_ldmatrix, &context, m.where());
+  meet(0, std::bitset<128>(0xffffffffull), in.opcode.c_str(), &slot, combine_ldmatrix, &context, m.where());
   for (int q = 0; q < count; ++q) m.write(destinations[static_cast<size_t>(q)], slot.result[q], 32);
 }
 
@@ -143,7 +143,7 @@ void mma(Machine& m, const Instruction& in) {
   for (size_t r = 0; r < a_regs; ++r) slot.a[r] = static_cast<uint32_t>(m.read(a[r], 32));
   for (size_t r = 0; r < b_regs; ++r) slot.b[r] = static_cast<uint32_t>(m.read(b[r], 32));
   for (size_t r = 0; r < c_regs; ++r) slot.c[r] = static_cast<uint32_t>(m.read(c[r], 32));
-  meet(0, std::bitset<128>(0xffffffffull), in.opcode, &slot, combine_mma, &context, m.where());
+  meet(0, std::bitset<128>(0xffffffffull), in.opcode.c_str(), &slot, combine_mma, &context, m.where());
   for (size_t r = 0; r < c_regs; ++r) m.write(d[r], slot.d[r], 32);
 }
 

@@ -6,6 +6,7 @@
 // parity 1 returns at once). A failed try_wait yields to the other threads.
 // Checked here: use before init, init of a barrier with copies in flight, arrivals beyond the
 // expected count, ordinary stores over a barrier's 8 bytes, misaligned barriers.
+#include "../race_check.hpp"
 #include "../shared_memory.hpp"
 #include "async_state.hpp"
 #include "machine.hpp"
@@ -16,6 +17,15 @@
 namespace arbiter::emu {
 
 namespace {
+
+// A waiter's view of a barrier, for deadlock reports (value: 0, or 2 + the parity waited for).
+std::string describe_wait(const void* object, uint64_t value) {
+  const MbarrierState& s = *static_cast<const MbarrierState*>(object);
+  std::string text = value >= 2 ? "for parity " + std::to_string(value - 2) + " " : "";
+  return text + "(phase " + std::to_string(s.phase) + ", " + std::to_string(s.pending) + " arrivals and " +
+         std::to_string(s.transactions) + " transaction bytes pending)";
+}
+
 
 uint64_t cookie_of(uint32_t address, const Block& block) {
   return 0xa5b1e7c3d2f40000ull ^ (static_cast<uint64_t>(address) << 8) ^ block.rank ^
@@ -57,6 +67,7 @@ void maybe_complete(MbarrierState& s, Block& b) {
   if (s.pending == 0 && s.transactions == 0) {
     ++s.phase;
     s.pending = s.expected;
+    s.completed_at = race::now(*b.cluster);
     progress(b);
   }
 }
@@ -166,11 +177,13 @@ void mbarrier(Machine& m, const Instruction& in) {
     auto done = [&] { return parity ? (s.phase & 1) != (operand & 1) : s.phase > operand; };
     if (!done() && !s.in_flight.empty()) land_copies(s, b);
     const bool complete = done();
+    if (complete) race::acquired(this_thread(m.where()), s.completed_at);
     m.write_pred(in.operands[0], complete);
-    if (!complete) spin("mbarrier " + op + (parity ? ".parity " + std::to_string(operand & 1) : "") + " (phase " +
-                            std::to_string(s.phase) + ", " + std::to_string(s.pending) + " arrivals and " +
-                            std::to_string(s.transactions) + " transaction bytes pending)",
-                        m.where());
+    if (!complete)
+      spin(op == "test_wait" ? (parity ? "mbarrier.test_wait.parity" : "mbarrier.test_wait")
+                             : (parity ? "mbarrier.try_wait.parity" : "mbarrier.try_wait"),
+           m.where(),
+           {describe_wait, &s, parity ? 2 + (operand & 1) : 0});
     return;
   }
   m.unsupported(in);

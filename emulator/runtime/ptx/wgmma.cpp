@@ -56,6 +56,13 @@ void finish_block_async_state(Block& b) {
 namespace ptx {
 namespace {
 
+// A warpgroup waiting for registers, for deadlock reports (value: the count it asked for).
+std::string describe_register_wait(const void* block, uint64_t value) {
+  return "to " + std::to_string(value) + " registers (" +
+         std::to_string(static_cast<const Block*>(block)->register_pool_free / 128) + " a thread free in the block's pool)";
+}
+
+
 using namespace arbiter_emulated_cuda::float16_detail;
 
 struct Descriptor {
@@ -179,7 +186,7 @@ void mma_async(Machine& m, const Instruction& in) {
     slot.accumulators.push_back(static_cast<float*>(a.storage));
   }
   MmaContext context{n, types[1] == "bf16", types[2] == "bf16", m.where()};
-  meet(1, kWarpgroup, in.opcode, &slot, combine_mma, &context, m.where());
+  meet(1, kWarpgroup, in.opcode.c_str(), &slot, combine_mma, &context, m.where());
 }
 
 void combine_nothing(void**, const std::bitset<128>&, void*) {}
@@ -203,11 +210,11 @@ void wgmma(Machine& m, const Instruction& in) {
   if (in.parts.size() < 2 || !in.has("sync") || !in.has("aligned")) m.unsupported(in);
   const std::string& op = in.parts[1];
   if (op == "mma_async") return mma_async(m, in);
-  if (op == "fence") return meet(1, kWarpgroup, in.opcode, nullptr, combine_nothing, nullptr, m.where());
-  if (op == "commit_group") return meet(1, kWarpgroup, in.opcode, nullptr, combine_commit, nullptr, m.where());
+  if (op == "fence") return meet(1, kWarpgroup, in.opcode.c_str(), nullptr, combine_nothing, nullptr, m.where());
+  if (op == "commit_group") return meet(1, kWarpgroup, in.opcode.c_str(), nullptr, combine_commit, nullptr, m.where());
   if (op == "wait_group") {
     size_t pending = static_cast<size_t>(m.read(in.operands.at(0), 32));
-    return meet(1, kWarpgroup, in.opcode, nullptr, combine_wait, &pending, m.where());
+    return meet(1, kWarpgroup, in.opcode.c_str(), nullptr, combine_wait, &pending, m.where());
   }
   m.unsupported(in);
 }
@@ -251,7 +258,7 @@ void setmaxnreg(Machine& m, const Instruction& in) {
   if ((!increase && !in.has("dec")) || in.operands.size() != 1) m.unsupported(in);
   int count = static_cast<int>(m.read(in.operands[0], 32));
   RegisterContext context{increase, m.where()};
-  meet(1, kWarpgroup, in.opcode, &count, combine_registers, &context, m.where());
+  meet(1, kWarpgroup, in.opcode.c_str(), &count, combine_registers, &context, m.where());
   if (!increase) return;
   WarpgroupState& wg = warpgroup_of(m.thread());
   Block& b = *m.thread().block;
@@ -264,9 +271,7 @@ void setmaxnreg(Machine& m, const Instruction& in) {
       progress(b);
       break;
     }
-    spin("setmaxnreg.inc to " + std::to_string(wg.waiting_for) + " registers (" + std::to_string(b.register_pool_free / 128) +
-             " a thread free in the block's pool)",
-         m.where());
+    spin("setmaxnreg.inc", m.where(), {describe_register_wait, &b, static_cast<uint64_t>(wg.waiting_for)});
   }
 }
 
