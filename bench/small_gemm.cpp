@@ -1,6 +1,6 @@
 // arbiter_bench_small_gemm [--quick] [--samples N]
 //
-// Kernel runtime on small CPU problems (DESIGN.md sections 5 and 7): cpu.gemm_small against
+// Kernel runtime on small CPU problems (docs/architecture.md, "Measurement" and "Benchmark reports"): cpu.gemm_small against
 // the vendor baseline openblas.sgemm (and reference.gemm), and cpu.rmsnorm / cpu.softmax
 // against reference.*, all in one run so that ratios compare like with like. Every kernel
 // is called through its own arb_kernel.launch pointer (no dispatch), on the same random

@@ -57,7 +57,7 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
 }
 
 Context::~Context() {
-  // DESIGN.md rule 10: plugins are unloaded only after their outstanding work is done.
+  // ABI rule 10 (docs/architecture.md): plugins are unloaded only after their outstanding work is done.
   for (Device* d : {devices_.cpu, devices_.cuda}) {
     if (d == nullptr) continue;
     try {

@@ -1,6 +1,6 @@
 // The ABI layout, frozen. Every struct that crosses a boundary (application <-> libarbiter,
 // libarbiter <-> plugin) is checked field by field. If one of these fails, a field was
-// removed, moved or retyped: that is a major version bump (DESIGN.md section 3, rule 2).
+// removed, moved or retyped: that is a major version bump (ABI rule 2, docs/architecture.md).
 // Appending a field adds lines here and bumps the minor version.
 #include <arbiter/arbiter.h>
 #include <arbiter/plugin.h>

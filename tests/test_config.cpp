@@ -1,11 +1,15 @@
 // Configuration: the embedded default, every key, and errors with file, line and column.
 #include "common/failure.hpp"
+#include "common/names.hpp"
 #include "config/config.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
 
 using namespace arbiter;
 
@@ -22,7 +26,72 @@ std::string error_of(const std::string& toml) {
   return "";
 }
 
+// Every default of a configuration, "section.key" -> its value as TOML writes it.
+std::map<std::string, std::string> defaults_of(const Config& c) {
+  auto quoted = [](std::string_view text) { return "\"" + std::string(text) + "\""; };
+  auto list = [&](const std::vector<std::string>& items) {
+    std::string out = "[";
+    for (const std::string& item : items) out += (out.size() > 1 ? ", " : "") + quoted(item);
+    return out + "]";
+  };
+  auto boolean = [](bool b) { return std::string(b ? "true" : "false"); };
+  std::ostringstream factor;
+  factor << c.tune.screen_factor;
+  const char* on_miss = c.dispatch.on_miss == OnMiss::heuristic ? "heuristic"
+                        : c.dispatch.on_miss == OnMiss::nearest ? "nearest"
+                                                                 : "error";
+  const char* cuda = c.cuda.device == CudaDeviceKind::gpu ? "gpu" : c.cuda.device == CudaDeviceKind::emulated ? "emulated" : "off";
+  return {{"log_level", quoted(log_level_name(c.log_level))},
+          {"plugins.paths", list(c.plugins.paths)},
+          {"plugins.search_default_paths", boolean(c.plugins.search_default_paths)},
+          {"plugins.enable", list(c.plugins.enable)},
+          {"plugins.disable", list(c.plugins.disable)},
+          {"dispatch.on_miss", quoted(on_miss)},
+          {"table.path", quoted(c.table.path)},
+          {"table.policy", quoted(table_policy_name(c.table.policy))},
+          {"verify.allow_unverified", boolean(c.verify.allow_unverified)},
+          {"verify.allow_tf32", boolean(c.verify.allow_tf32)},
+          {"verify.trials", std::to_string(c.verify.trials)},
+          {"tune.budget_ms", std::to_string(c.tune.budget_ms)},
+          {"tune.min_samples", std::to_string(c.tune.min_samples)},
+          {"tune.warmup", std::to_string(c.tune.warmup)},
+          {"tune.screen_factor", factor.str()},
+          {"tune.cache", quoted(c.tune.cache)},
+          {"tune.exclude", list(c.tune.exclude)},
+          {"cuda.device", quoted(cuda)}};
+}
+
+// The defaults docs/config-reference.md states: "section.key" -> the default column's value.
+std::map<std::string, std::string> documented_defaults() {
+  std::ifstream file(ARBITER_TEST_SOURCE_DIR "/docs/config-reference.md");
+  REQUIRE(file);
+  std::map<std::string, std::string> out;
+  const std::regex heading(R"(^### `\[?([a-z_.]+)\]?`)"), row(R"(^\| `([a-z0-9_]+)` \| [^|]+ \| `([^`]*)` \|)"),
+      bare_row(R"(^\| [a-z ]+ \| `([^`]*)` \|)");
+  std::string section, line;
+  std::smatch m;
+  while (std::getline(file, line)) {
+    if (line.rfind("## ", 0) == 0) section.clear();
+    if (std::regex_search(line, m, heading)) section = m[1];
+    else if (section == "log_level" && std::regex_search(line, m, bare_row)) out["log_level"] = m[1];
+    else if (!section.empty() && std::regex_search(line, m, row)) out[section + "." + std::string(m[1])] = m[2];
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("each default is said once: the built-in values, an empty config, configs/default.toml and the reference agree") {
+  const std::map<std::string, std::string> built_in = defaults_of(Config{});
+  CHECK(defaults_of(parse_config("", "empty.toml", "/base")) == built_in);
+  CHECK(defaults_of(default_config()) == built_in);
+  const std::map<std::string, std::string> documented = documented_defaults();
+  for (const auto& [key, value] : built_in) {
+    CAPTURE(key);
+    REQUIRE_MESSAGE(documented.count(key) == 1, "docs/config-reference.md gives no default for it");
+    CHECK(documented.at(key) == value);
+  }
+}
 
 TEST_CASE("the embedded default is configs/default.toml and parses to the documented defaults") {
   const Config config = default_config();

@@ -47,7 +47,7 @@ struct DeviceFingerprint {
 };
 
 // A sequence of launches recorded once and replayed as one (a CUDA graph): how the tuner
-// times kernels of a few microseconds without the host's launch cost (DESIGN.md section 5).
+// times kernels of a few microseconds without the host's launch cost (docs/architecture.md, "Measurement").
 class DeviceGraph {
  public:
   virtual ~DeviceGraph() = default;

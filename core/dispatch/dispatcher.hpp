@@ -1,4 +1,4 @@
-// Chooses the kernel for a problem (DESIGN.md section 2), in this order:
+// Chooses the kernel for a problem (docs/architecture.md, "The path of one call"), in this order:
 //   1. a config override matching the problem;
 //   2. the tuning table's entry, if valid here (table.policy != retune);
 //   3. tuning now (table.policy = tune-missing or retune), the result written to the table;

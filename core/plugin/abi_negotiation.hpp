@@ -1,4 +1,4 @@
-// Version negotiation between the host and a plugin (DESIGN.md section 3, rule 2):
+// Version negotiation between the host and a plugin (ABI rule 2, docs/architecture.md):
 // equal major required; across minors each side uses only what the older one knows.
 #pragma once
 

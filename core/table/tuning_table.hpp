@@ -1,4 +1,4 @@
-// The tuning table (DESIGN.md section 6) as data: a TOML file, human-readable and diffable.
+// The tuning table (docs/architecture.md, "The tuning table") as data: a TOML file, human-readable and diffable.
 //
 //   schema = 1
 //   [devices.cpu-3f2a...]             # file-level validators: one section per device

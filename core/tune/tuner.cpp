@@ -40,7 +40,7 @@ TimingStats statistics(std::vector<double> samples) {
 }
 
 // The buffer sets launches rotate through, and how to time a batch of launches. On a GPU a
-// batch is captured once into a graph and replayed (DESIGN.md section 5: kernels of a few
+// batch is captured once into a graph and replayed (docs/architecture.md, "Measurement": kernels of a few
 // microseconds are timed without the host's launch cost); a kernel whose launches cannot
 // be captured is timed by direct launches on the same stream, and the method says so.
 class Bench {

@@ -1,4 +1,4 @@
-// The tuner (DESIGN.md section 5): for one problem, every kernel that supports it and passes
+// The tuner (docs/architecture.md, "Measurement"): for one problem, every kernel that supports it and passes
 // the verification gate is timed, and the fastest by more than the noise wins.
 //  1. warm-up launches (first-use costs stay out);
 //  2. screening: a few samples each, candidates slower than screen_factor x the best drop;

@@ -1,4 +1,4 @@
-// The verification gate's checks (DESIGN.md section 4): a kernel takes part in dispatch for
+// The verification gate's checks (docs/architecture.md, "The verification gate"): a kernel takes part in dispatch for
 // a problem class only after it matched the fp64 reference on it. Each trial runs every
 // verification shape on fresh random inputs from two distributions, in fresh buffers at new
 // addresses, with NaN-poisoned outputs and canary guards, and then checks:
@@ -33,7 +33,7 @@ struct Verdict {
 };
 
 struct VerifyOptions {
-  int trials = 3;            // DESIGN.md asks for at least three
+  int trials = 3;            // at least three (docs/architecture.md, "The verification gate")
   uint64_t seed = 0;         // varies every input; a re-verification uses another
   bool full_problem = false; // also run the problem at full size (if the reference can afford it)
   double tolerance = 0;      // relative norm error accepted; 0: the dtype's (tolerance_for)
