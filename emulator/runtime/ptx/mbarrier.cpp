@@ -26,7 +26,6 @@ std::string describe_wait(const void* object, uint64_t value) {
          std::to_string(s.transactions) + " transaction bytes pending)";
 }
 
-
 uint64_t cookie_of(uint32_t address, const Block& block) {
   return 0xa5b1e7c3d2f40000ull ^ (static_cast<uint64_t>(address) << 8) ^ block.rank ^
          (reinterpret_cast<uintptr_t>(&block) << 20);
