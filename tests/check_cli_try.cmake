@@ -11,23 +11,14 @@ function(run_try manifest expected_rc)
   set(try_output "${out}" PARENT_SCOPE)
 endfunction()
 
-function(expect text pattern)
-  if(NOT text MATCHES "${pattern}")
-    message(FATAL_ERROR "expected /${pattern}/ in:\n${text}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/cli_checks.cmake")
 
 # On the SIMT emulator `try` verifies at the manifest's own shapes (64 rows of 128256 for the
 # shipped softmax take minutes there, a quarter of an hour under the sanitizers): try a copy
 # under its own name that claims one small shape. The kernels' full claims are the emulated
 # GPU tests' to check.
 if(EMULATOR)
-  file(READ "${GOOD}" manifest)
-  get_filename_component(good_dir "${GOOD}" DIRECTORY)
-  string(REGEX REPLACE "\n\\[\\[shape\\]\\].*" "" manifest "${manifest}")
-  string(REGEX REPLACE "name = \"([a-z_0-9]+)\"" "name = \"try_\\1\"" manifest "${manifest}")
-  string(REGEX REPLACE "source = \"([^\"/]+)\"" "source = \"${good_dir}/\\1\"" manifest "${manifest}")
-  file(WRITE "${WORK}/try_small.toml" "${manifest}\n[[shape]]\nproblem = \"softmax bf16 rows=5 cols=3000 device=cuda\"\n")
+  manifest_with_one_shape("${GOOD}" try_ "softmax bf16 rows=5 cols=3000 device=cuda" "${WORK}/try_small.toml")
   set(GOOD "${WORK}/try_small.toml")
 endif()
 run_try("${GOOD}" 0)

@@ -10,20 +10,12 @@ function(run expected_rc)
   set(output "${out}" PARENT_SCOPE)
 endfunction()
 
-function(expect text pattern)
-  if(NOT text MATCHES "${pattern}")
-    message(FATAL_ERROR "expected /${pattern}/ in:\n${text}")
-  endif()
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/../cli_checks.cmake")
 
 # The shipped softmax under its own name, claiming one small shape (its real claims, 64 rows of
 # 128256, take minutes on the emulator at full size).
-file(READ "${SOURCE}/plugins/generated/kernels/softmax_rowblock.toml" manifest)
-string(REGEX REPLACE "\n\\[\\[shape\\]\\].*" "" manifest "${manifest}")
-string(REPLACE "name = \"softmax_rowblock\"" "name = \"cli_softmax_rowblock\"" manifest "${manifest}")
-string(REPLACE "source = \"softmax_rowblock.cu\"" "source = \"${SOURCE}/plugins/generated/kernels/softmax_rowblock.cu\""
-       manifest "${manifest}")
-file(WRITE "${WORK}/cli_softmax_rowblock.toml" "${manifest}\n[[shape]]\nproblem = \"softmax bf16 rows=5 cols=3000 device=cuda\"\n")
+manifest_with_one_shape("${SOURCE}/plugins/generated/kernels/softmax_rowblock.toml" cli_
+                        "softmax bf16 rows=5 cols=3000 device=cuda" "${WORK}/cli_softmax_rowblock.toml")
 run(0 try "${WORK}/cli_softmax_rowblock.toml" --device=cuda-emulated)
 string(JSON emulated GET "${output}" emulated)
 expect("${emulated}" "^ON$")
