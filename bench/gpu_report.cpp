@@ -1,8 +1,8 @@
 #include "gpu_report.hpp"
 
 #include "common/atomic_file.hpp"
-#include "dispatch/problem_cost.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_cost.hpp"
+#include "problem/problem_text.hpp"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>

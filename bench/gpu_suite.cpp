@@ -30,12 +30,12 @@
 #include "context.hpp"
 #include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
-#include "dispatch/problem.hpp"
+#include "problem/problem.hpp"
 #include "fault_guard.hpp"
 #include "gpu_report.hpp"
 #include "plugin/plugin_search.hpp"
 #include "table/tuned_entry.hpp"
-#include "tune/shape_suite.hpp"
+#include "support/shape_suite.hpp"
 #include "tune/tuner.hpp"
 
 #include <cuda_runtime.h>

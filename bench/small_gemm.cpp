@@ -11,10 +11,10 @@
 #include "context.hpp"
 #include "device/host_buffer.hpp"
 #include "device/problem_buffers.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_text.hpp"
 #include "plugin/plugin_record.hpp"
-#include "tune/accuracy.hpp"
+#include "verify/accuracy.hpp"
 
 #include <arbiter/float16.hpp>
 

@@ -8,8 +8,8 @@
 //             the kernel found, its validators compared, supports() asked), minus the
 //             same context created without a table
 #include "context.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_text.hpp"
 #include "plugin/plugin_search.hpp"
 #include "table/table_file.hpp"
 

@@ -10,9 +10,9 @@
 // plugin by more than the noise, and beats OpenBLAS-only dispatch on the small shapes.
 #include "context.hpp"
 #include "device/device_operands.hpp"
-#include "dispatch/problem.hpp"
+#include "problem/problem.hpp"
 #include "plugin/plugin_search.hpp"
-#include "tune/shape_suite.hpp"
+#include "support/shape_suite.hpp"
 #include "tune/tuner.hpp"
 
 #include <fmt/format.h>

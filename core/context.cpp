@@ -2,7 +2,8 @@
 
 #include "common/failure.hpp"
 #include "common/log.hpp"
-#include "dispatch/problem.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/problem.hpp"
 #include "table/table_file.hpp"
 
 #include <fmt/format.h>
@@ -84,24 +85,6 @@ void Context::write_entry(const TableEntry& entry) {
   update_table_file(config_.table.path, [&](TuningTable& table) { table.put(entry, fingerprint); });
 }
 
-void Context::launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
-                     void* workspace, size_t workspace_bytes, void* stream) {
-  char message[512];
-  message[0] = '\0';
-  arb_status status;
-  try {
-    status = kernel.abi.launch(kernel.abi.ctx, &problem, &operands, workspace, workspace_bytes, stream, message,
-                               sizeof message);
-  } catch (...) {
-    fail(ARB_ERR_KERNEL, "kernel " + kernel.name + " threw a C++ exception across the C ABI");
-  }
-  if (status == ARB_OK) return;
-  message[sizeof message - 1] = '\0';
-  const bool known = status > ARB_OK && status <= ARB_ERR_TABLE;
-  fail(known ? status : ARB_ERR_KERNEL,
-       fmt::format("kernel {} failed (status {}): {}", kernel.name, static_cast<int>(status), message));
-}
-
 void Context::run_kernel(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
                          void* stream) {
   std::string why;
@@ -109,10 +92,8 @@ void Context::run_kernel(const KernelRecord& kernel, const arb_problem& problem,
     fail(ARB_ERR_UNSUPPORTED, "kernel " + kernel.name + " does not run this op on this device");
   if (!kernel_supports(kernel, problem, &why))
     fail(ARB_ERR_UNSUPPORTED, "kernel " + kernel.name + " refuses " + problem_key(problem) + ": " + why);
-  size_t bytes = 0;
-  if (kernel.abi.workspace_size != nullptr && kernel.abi.workspace_size(kernel.abi.ctx, &problem, &bytes) != ARB_OK)
-    fail(ARB_ERR_KERNEL, "kernel " + kernel.name + " could not size its workspace");
-  launch(kernel, problem, operands, workspace(problem, bytes, stream), bytes, stream);
+  const size_t bytes = kernel_workspace_bytes(kernel, problem);
+  kernel_launch(kernel, problem, operands, workspace(problem, bytes, stream), bytes, stream);
 }
 
 }  // namespace arbiter

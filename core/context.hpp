@@ -7,10 +7,11 @@
 #include "device/device.hpp"
 #include "device/workspace_pool.hpp"
 #include "dispatch/dispatcher.hpp"
+#include "plugin/kernel_call.hpp"
 #include "plugin/kernel_registry.hpp"
 #include "table/table_index.hpp"
 #include "tune/tuner.hpp"
-#include "tune/verification_gate.hpp"
+#include "verify/verification_gate.hpp"
 
 #include <memory>
 #include <string>
@@ -44,8 +45,8 @@ class Context {
   // The hot path: select (cached) and launch. Throws Failure.
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
     const Selection& selection = dispatcher_.select(problem);
-    launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
-           selection.workspace_bytes, stream);
+    kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
+                  selection.workspace_bytes, stream);
   }
 
   // Runs one given kernel, bypassing dispatch (tests, the CLI, verification). Checks
@@ -59,8 +60,6 @@ class Context {
     return problem.device_type == kDLCPU ? workspace_.host(bytes)
                                          : workspace_.device(devices_.of(problem.device_type), bytes, stream);
   }
-  static void launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
-                     void* workspace, size_t workspace_bytes, void* stream);
   DispatchServices services(std::function<void(const arb_problem&, const TuneResult&)> on_tuned);
   static std::unique_ptr<Device> adopt(std::unique_ptr<Device> device, Device*& slot) {
     slot = device.get();

@@ -155,9 +155,49 @@ static_assert(offsetof(arb_host_api, host_ctx) == 24);
 static_assert(offsetof(arb_host_api, log) == 32);
 static_assert(sizeof(arb_host_api) == 40);
 
-// The minimum sizes the host accepts from a plugin (the 1.0 layouts).
+// The size constants: each struct's version 1.0, the least struct_size accepted, frozen like
+// the offsets. Fields beyond a constant are the ones noted `optional, since 1.0` (or, later,
+// `since 1.N`); appending a field never changes a constant.
+static_assert(ARB_STRUCT_SIZE(arb_gemm_args, alpha) == 68);  // the helper: offsetof + sizeof of the field
+static_assert(ARB_CONTEXT_OPTIONS_STRUCT_SIZE == 24);
+static_assert(ARB_GEMM_ARGS_STRUCT_SIZE == 72);
+static_assert(ARB_RMSNORM_ARGS_STRUCT_SIZE == 44);
+static_assert(ARB_SOFTMAX_ARGS_STRUCT_SIZE == 24);
+static_assert(ARB_PLUGIN_INFO_STRUCT_SIZE == 88);  // runtime_version: optional, since 1.0
+static_assert(ARB_KERNEL_INFO_STRUCT_SIZE == 40);
+static_assert(ARB_PROBLEM_STRUCT_SIZE == 168);
+static_assert(ARB_OPERANDS_STRUCT_SIZE == 96);
+static_assert(ARB_KERNEL_STRUCT_SIZE == 72);
+static_assert(ARB_PLUGIN_DESCRIPTOR_STRUCT_SIZE == 64);  // description..runtime_version: optional, since 1.0
+static_assert(ARB_HOST_API_STRUCT_SIZE == 40);
+// The minimum-size checks that predate the constants compute the same values.
+static_assert(ARB_CONTEXT_OPTIONS_STRUCT_SIZE == offsetof(arb_context_options, config_toml) + sizeof(const char*));
+static_assert(ARB_GEMM_ARGS_STRUCT_SIZE == offsetof(arb_gemm_args, beta) + sizeof(float));
+static_assert(ARB_RMSNORM_ARGS_STRUCT_SIZE == offsetof(arb_rmsnorm_args, eps) + sizeof(float));
+static_assert(ARB_SOFTMAX_ARGS_STRUCT_SIZE == offsetof(arb_softmax_args, y) + sizeof(void*));
+static_assert(ARB_PLUGIN_INFO_STRUCT_SIZE == offsetof(arb_plugin_info, kernel_count) + sizeof(size_t));
+static_assert(ARB_KERNEL_INFO_STRUCT_SIZE == offsetof(arb_kernel_info, reserved) + sizeof(int32_t));
+static_assert(ARB_KERNEL_STRUCT_SIZE == offsetof(arb_kernel, launch) + sizeof(arb_launch_fn));
+static_assert(ARB_PLUGIN_DESCRIPTOR_STRUCT_SIZE == offsetof(arb_plugin_descriptor, kernel_count) + sizeof(size_t));
+// A struct is never smaller than its version 1.0.
+static_assert(sizeof(arb_context_options) >= ARB_CONTEXT_OPTIONS_STRUCT_SIZE);
+static_assert(sizeof(arb_gemm_args) >= ARB_GEMM_ARGS_STRUCT_SIZE);
+static_assert(sizeof(arb_rmsnorm_args) >= ARB_RMSNORM_ARGS_STRUCT_SIZE);
+static_assert(sizeof(arb_softmax_args) >= ARB_SOFTMAX_ARGS_STRUCT_SIZE);
+static_assert(sizeof(arb_plugin_info) >= ARB_PLUGIN_INFO_STRUCT_SIZE);
+static_assert(sizeof(arb_kernel_info) >= ARB_KERNEL_INFO_STRUCT_SIZE);
+static_assert(sizeof(arb_problem) >= ARB_PROBLEM_STRUCT_SIZE);
+static_assert(sizeof(arb_operands) >= ARB_OPERANDS_STRUCT_SIZE);
+static_assert(sizeof(arb_kernel) >= ARB_KERNEL_STRUCT_SIZE);
+static_assert(sizeof(arb_plugin_descriptor) >= ARB_PLUGIN_DESCRIPTOR_STRUCT_SIZE);
+static_assert(sizeof(arb_host_api) >= ARB_HOST_API_STRUCT_SIZE);
+
+// The minimum sizes the host accepts from a plugin (the 1.0 layouts), under their former
+// names, which plugins may use.
 static_assert(ARB_PLUGIN_DESCRIPTOR_MIN_SIZE == 64);
 static_assert(ARB_KERNEL_MIN_SIZE == 72);
+static_assert(ARB_PLUGIN_DESCRIPTOR_MIN_SIZE == ARB_PLUGIN_DESCRIPTOR_STRUCT_SIZE);
+static_assert(ARB_KERNEL_MIN_SIZE == ARB_KERNEL_STRUCT_SIZE);
 
 // Enumerations cross the boundary as int32_t: their values are frozen too.
 static_assert(ARB_OK == 0 && ARB_ERR_INVALID_ARGUMENT == 1 && ARB_ERR_UNSUPPORTED == 2 && ARB_ERR_CONFIG == 3 &&
@@ -169,6 +209,7 @@ static_assert(ARB_ACT_NONE == 0 && ARB_ACT_RELU == 1 && ARB_ACT_GELU_TANH == 2 &
               ARB_ACT_SILU == 4);
 static_assert(ARB_PROVENANCE_REFERENCE == 1 && ARB_PROVENANCE_VENDOR == 2 && ARB_PROVENANCE_HAND_TUNED == 3 &&
               ARB_PROVENANCE_AI_GENERATED == 4);
+static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 == 0x2u);
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);

@@ -1,7 +1,7 @@
 // Version negotiation: with a plugin of an older minor, a newer minor and another major;
 // and the plugin side (plugin.hpp) facing hosts of other versions.
-#include "api/call_builder.hpp"
 #include "plugin/abi_negotiation.hpp"
+#include "problem/op_table.hpp"
 #include "plugin/host_services.hpp"
 #include "plugin/plugin_loader.hpp"
 #include "test_support.hpp"
@@ -55,7 +55,7 @@ TEST_CASE("the newer-minor plugin's kernel runs through the host, and release() 
     arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
     args.x = &tx.t;
     args.y = &ty.t;
-    build_softmax(&args, call);
+    build_call(ARB_OP_SOFTMAX, &args, call);
     context->run(call.problem, call.operands, nullptr);  // through dispatch
     const float sum = std::exp(-2.0f) + std::exp(-1.0f) + 1.0f;
     CHECK(y[2] == doctest::Approx(1.0f / sum));

@@ -1,8 +1,8 @@
 // A folder of broken plugins next to the good ones: each broken one is rejected with its
 // reason, and the host keeps working.
-#include "api/call_builder.hpp"
 #include "common/failure.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem_text.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -31,7 +31,7 @@ void softmax_row(Context& context, int64_t cols, std::vector<float>& y) {
   args.x = &tx.t;
   args.y = &ty.t;
   Call call;
-  build_softmax(&args, call);
+  build_call(ARB_OP_SOFTMAX, &args, call);
   context.run(call.problem, call.operands, nullptr);
 }
 
@@ -89,7 +89,7 @@ TEST_CASE("a supports() that refuses everything is never chosen, and explain say
   args.x = &tx.t;
   args.y = &ty.t;
   Call call;
-  build_softmax(&args, call);
+  build_call(ARB_OP_SOFTMAX, &args, call);
   const Decision decision = context->dispatcher().decide(call.problem, Dispatcher::Mode::explain);
   REQUIRE(decision.kernel != nullptr);
   CHECK(decision.kernel->name == "cpu.softmax");
@@ -150,7 +150,7 @@ TEST_CASE("host workspace reaches a kernel that asks for it") {
   args.x = &tx.t;
   args.y = &ty.t;
   Call call;
-  build_softmax(&args, call);
+  build_call(ARB_OP_SOFTMAX, &args, call);
   CHECK(context->dispatcher().select(call.problem).kernel->name == "needs_workspace.softmax");
   CHECK(context->dispatcher().select(call.problem).workspace_bytes == 33 * sizeof(float));
 }

@@ -2,7 +2,7 @@
 // (tune/isolated_verification.hpp): how the emulator keeps an untrusted kernel from harming
 // the process that verifies it.
 #include "common/child_process.hpp"
-#include "tune/isolated_verification.hpp"
+#include "verify/isolated_verification.hpp"
 
 #include <doctest/doctest.h>
 

@@ -153,14 +153,14 @@ exclude = ["cuda.gemm_wgmma_sm90"]
   CHECK(rule.op == ARB_OP_GEMM);
   CHECK(rule.dtype == ARB_DTYPE_BF16);
   CHECK(rule.device == kDLCPU);
-  CHECK(rule.m->lo == 1);
-  CHECK(rule.m->hi == 64);
-  CHECK(rule.n->lo == 4096);
-  CHECK(rule.n->hi == 4096);
-  CHECK_FALSE(rule.k.has_value());
+  CHECK(rule.size("m")->lo == 1);
+  CHECK(rule.size("m")->hi == 64);
+  CHECK(rule.size("n")->lo == 4096);
+  CHECK(rule.size("n")->hi == 4096);
+  CHECK_FALSE(rule.size("k").has_value());
   CHECK(rule.kernel == "cpu.gemm_small_avx2");
   CHECK(rule.origin == "cfg.toml:13:1");
-  CHECK(config.dispatch.overrides[1].cols->hi == 1024);
+  CHECK(config.dispatch.overrides[1].size("cols")->hi == 1024);
   CHECK(config.table.path == "/etc/arbiter/tables/t.toml");
   CHECK(config.tune.exclude == std::vector<std::string>{"cuda.gemm_wgmma_sm90"});
 }
@@ -191,9 +191,9 @@ TEST_CASE("override rules are validated") {
   CHECK(error_of("[[dispatch.override]]\nop = \"gemm\"\nm = [9, 2]\nkernel = \"a.b\"\n") ==
         "test.toml:3:5: 'dispatch.override.m': low end above high end");
   CHECK(error_of("[[dispatch.override]]\nop = \"gemm\"\nm = [1, 2, 3]\nkernel = \"a.b\"\n").find("test.toml:3:5:") == 0);
-  CHECK(error_of("[[dispatch.override]]\nop = \"softmax\"\nm = 3\nkernel = \"a.b\"\n").find("apply to gemm only") !=
+  CHECK(error_of("[[dispatch.override]]\nop = \"softmax\"\nm = 3\nkernel = \"a.b\"\n").find("'m' does not apply to softmax (its sizes: rows, cols)") !=
         std::string::npos);
-  CHECK(error_of("[[dispatch.override]]\nop = \"gemm\"\ncols = 3\nkernel = \"a.b\"\n").find("not gemm") != std::string::npos);
+  CHECK(error_of("[[dispatch.override]]\nop = \"gemm\"\ncols = 3\nkernel = \"a.b\"\n").find("'cols' does not apply to gemm (its sizes: m, n, k)") != std::string::npos);
   CHECK(error_of("[[dispatch.override]]\nop = \"gemm\"\ndtype = \"f64\"\nkernel = \"a.b\"\n").find("test.toml:3:9: unknown dtype") == 0);
   CHECK(error_of("[[dispatch.override]]\nop = \"gemm\"\nkernel = \"a.b\"\ntypo = 1\n") ==
         "test.toml:4:1: unknown key 'dispatch.override.typo'");

@@ -1,6 +1,6 @@
 // Dispatch policy: overrides, on-miss, priorities, explain, and the selection cache.
 #include "common/failure.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 #include "dispatch/selection_cache.hpp"
 #include "test_support.hpp"
 

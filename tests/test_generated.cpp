@@ -6,7 +6,7 @@
 #include "nvrtc_compiler.hpp"
 #include "sha256.hpp"
 
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>

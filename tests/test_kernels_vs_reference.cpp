@@ -3,11 +3,12 @@
 // leading dimensions). And the reference itself against a naive computation here.
 #include "common/names.hpp"
 #include "device/problem_buffers.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_text.hpp"
 #include "activation.hpp"
 #include "test_support.hpp"
-#include "tune/accuracy.hpp"
+#include "verify/accuracy.hpp"
 
 #include <arbiter/float16.hpp>
 #include <doctest/doctest.h>

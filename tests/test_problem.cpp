@@ -1,8 +1,8 @@
 // The problem syntax and canonical keys.
 #include "common/failure.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_cost.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_cost.hpp"
+#include "problem/problem_text.hpp"
 
 #include <doctest/doctest.h>
 

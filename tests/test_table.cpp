@@ -1,10 +1,10 @@
 // The tuning table: format round trip, strict parsing, validators, policies, the nearest
 // shape, concurrent writers, a writer killed mid-write, merging.
 #include "common/failure.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_text.hpp"
 #include "table/table_file.hpp"
-#include "table/table_merge.hpp"
+#include "support/table_merge.hpp"
 #include "table/tuned_entry.hpp"
 #include "test_support.hpp"
 

@@ -1,5 +1,5 @@
 // The tuner: two honest kernels of widely different speed (tests/fixtures/speeds.cpp).
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>

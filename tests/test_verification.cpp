@@ -1,7 +1,7 @@
 // The verification gate against a gallery of cheating kernels (tests/fixtures/cheaters.cpp):
 // each must be rejected, and for its own reason. Honest kernels pass.
 #include "cheater_expectations.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>

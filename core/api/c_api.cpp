@@ -2,12 +2,14 @@
 // every exception into a status plus arb_last_error(). Nothing else lives here.
 #include <arbiter/arbiter.h>
 
-#include "api/call_builder.hpp"
 #include "api/last_error.hpp"
 #include "common/failure.hpp"
 #include "common/log.hpp"
+#include "common/names.hpp"
 #include "context.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/op_table.hpp"
+#include "problem/ops/ops.hpp"
+#include "problem/problem_text.hpp"
 #include "plugin/plugin_record.hpp"
 #include "version.hpp"
 
@@ -47,11 +49,11 @@ arbiter::Context& context_of(arb_context context) {
 }
 
 // Runs one op through dispatch: the hot path of every call.
-arb_status run_op(arb_context context, int32_t op, const void* args, void* stream) {
+arb_status run_op(arb_context context, const arbiter::Op& op, const void* args, void* stream) {
   return guarded([&] {
     arbiter::Context& ctx = context_of(context);
     arbiter::Call call;
-    arbiter::build_call(op, args, call);
+    op.build_call(args, call);
     ctx.run(call.problem, call.operands, stream);
   });
 }
@@ -89,6 +91,10 @@ ARB_API const char* arb_library_version(void) { return ARBITER_VERSION_STRING; }
 
 ARB_API const char* arb_status_string(int32_t status) { return arbiter::status_string(status); }
 
+ARB_API const char* arb_provenance_string(int32_t provenance) {
+  return arbiter::provenance_name(provenance).data();  // a string literal: NUL-terminated, static
+}
+
 ARB_API const char* arb_last_error(void) { return arbiter::last_error(); }
 
 ARB_API arb_status arb_context_create(const arb_context_options* options, arb_context* context) {
@@ -99,7 +105,7 @@ ARB_API arb_status arb_context_create(const arb_context_options* options, arb_co
     if (options == nullptr) {
       config = arbiter::default_config();
     } else {
-      if (options->struct_size < offsetof(arb_context_options, config_toml) + sizeof(const char*))
+      if (options->struct_size < ARB_CONTEXT_OPTIONS_STRUCT_SIZE)
         fail(ARB_ERR_INVALID_ARGUMENT, "arb_context_create: options->struct_size is below the minimum");
       if (options->config_path != nullptr && options->config_toml != nullptr)
         fail(ARB_ERR_INVALID_ARGUMENT, "arb_context_create: set config_path or config_toml, not both");
@@ -120,15 +126,15 @@ ARB_API arb_status arb_context_destroy(arb_context context) {
 }
 
 ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream) {
-  return run_op(context, ARB_OP_GEMM, args, stream);
+  return run_op(context, arbiter::gemm_op(), args, stream);
 }
 
 ARB_API arb_status arb_rmsnorm(arb_context context, const arb_rmsnorm_args* args, void* stream) {
-  return run_op(context, ARB_OP_RMSNORM, args, stream);
+  return run_op(context, arbiter::rmsnorm_op(), args, stream);
 }
 
 ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args, void* stream) {
-  return run_op(context, ARB_OP_SOFTMAX, args, stream);
+  return run_op(context, arbiter::softmax_op(), args, stream);
 }
 
 ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args, char* buffer, size_t capacity,
@@ -159,7 +165,7 @@ ARB_API arb_status arb_plugin_count(arb_context context, size_t* count) {
 
 ARB_API arb_status arb_plugin_get_info(arb_context context, size_t plugin_index, arb_plugin_info* info) {
   return guarded([&] {
-    check_info(info, "info", offsetof(arb_plugin_info, kernel_count) + sizeof(size_t));
+    check_info(info, "info", ARB_PLUGIN_INFO_STRUCT_SIZE);
     const arbiter::PluginRecord& plugin = plugin_at(context, plugin_index);
     info->name = plugin.name.c_str();
     info->version = plugin.version.c_str();
@@ -180,7 +186,7 @@ ARB_API arb_status arb_plugin_get_info(arb_context context, size_t plugin_index,
 ARB_API arb_status arb_kernel_get_info(arb_context context, size_t plugin_index, size_t kernel_index,
                                        arb_kernel_info* info) {
   return guarded([&] {
-    check_info(info, "info", offsetof(arb_kernel_info, reserved) + sizeof(int32_t));
+    check_info(info, "info", ARB_KERNEL_INFO_STRUCT_SIZE);
     const arbiter::PluginRecord& plugin = plugin_at(context, plugin_index);
     if (kernel_index >= plugin.kernels.size())
       fail(ARB_ERR_INVALID_ARGUMENT, "kernel index " + std::to_string(kernel_index) + " out of range for plugin '" +

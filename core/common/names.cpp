@@ -2,15 +2,6 @@
 
 namespace arbiter {
 
-std::string_view op_name(int32_t op) {
-  switch (op) {
-    case ARB_OP_GEMM: return "gemm";
-    case ARB_OP_RMSNORM: return "rmsnorm";
-    case ARB_OP_SOFTMAX: return "softmax";
-    default: return "invalid";
-  }
-}
-
 std::string_view dtype_name(int32_t dtype) {
   switch (dtype) {
     case ARB_DTYPE_F32: return "f32";
@@ -37,7 +28,8 @@ std::string_view provenance_name(int32_t provenance) {
     case ARB_PROVENANCE_VENDOR: return "vendor";
     case ARB_PROVENANCE_HAND_TUNED: return "hand_tuned";
     case ARB_PROVENANCE_AI_GENERATED: return "ai_generated";
-    default: return "unspecified";
+    case ARB_PROVENANCE_UNSPECIFIED: return "unspecified";
+    default: return "unknown";
   }
 }
 
@@ -58,13 +50,6 @@ std::string_view log_level_name(int32_t level) {
     case ARB_LOG_ERROR: return "error";
     default: return "off";
   }
-}
-
-std::optional<arb_op> parse_op(std::string_view text) {
-  if (text == "gemm") return ARB_OP_GEMM;
-  if (text == "rmsnorm") return ARB_OP_RMSNORM;
-  if (text == "softmax") return ARB_OP_SOFTMAX;
-  return std::nullopt;
 }
 
 std::optional<arb_dtype> parse_dtype(std::string_view text) {

@@ -38,7 +38,12 @@ struct OverrideRule {
   arb_op op = ARB_OP_INVALID;
   std::optional<arb_dtype> dtype;
   std::optional<DLDeviceType> device;
-  std::optional<IntRange> m, n, k, rows, cols;
+  // Ranges of the op's sizes (m, n, k; rows, cols) by name; a size not named matches any.
+  std::map<std::string, IntRange, std::less<>> sizes;
+  std::optional<IntRange> size(std::string_view name) const {
+    const auto it = sizes.find(name);
+    return it == sizes.end() ? std::nullopt : std::optional<IntRange>(it->second);
+  }
   std::string kernel;  // "<plugin>.<kernel>"
   std::string origin;  // "file:line", for explain
 };

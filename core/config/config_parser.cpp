@@ -4,6 +4,7 @@
 #include "common/names.hpp"
 #include "config/config.hpp"
 #include "config/toml_section.hpp"
+#include "problem/op_table.hpp"
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -69,7 +70,7 @@ OverrideRule read_override(const toml::table& table, const std::string& source) 
   if (auto parsed = parse_op(*op)) {
     rule.op = *parsed;
   } else {
-    s.error(*s.find("op"), "unknown op '" + *op + "' (gemm, rmsnorm, softmax)");
+    s.error(*s.find("op"), "unknown op '" + *op + "' (" + op_names() + ")");
   }
   if (auto dtype = s.string("dtype")) {
     rule.dtype = parse_dtype(*dtype);
@@ -79,19 +80,26 @@ OverrideRule read_override(const toml::table& table, const std::string& source) 
     rule.device = parse_device(*device);
     if (!rule.device) s.error(*s.find("device"), "unknown device '" + *device + "' (cpu, cuda)");
   }
-  rule.m = read_range(s, "m");
-  rule.n = read_range(s, "n");
-  rule.k = read_range(s, "k");
-  rule.rows = read_range(s, "rows");
-  rule.cols = read_range(s, "cols");
+  // Sizes of every op are recognised, so that one of another op is named as such.
+  const Op* rule_op = find_op(rule.op);
+  for (const Op* any : all_ops())
+    for (const SizeField& size : any->sizes()) {
+      if (rule.sizes.count(size.name) != 0) continue;
+      const std::optional<IntRange> range = read_range(s, size.name);
+      if (!range) continue;
+      bool own = false;
+      for (const SizeField& f : rule_op->sizes()) own = own || std::string_view(f.name) == size.name;
+      if (!own) {
+        std::string names;
+        for (const SizeField& f : rule_op->sizes()) names += (names.empty() ? "" : ", ") + std::string(f.name);
+        s.error(table, fmt::format("'{}' does not apply to {} (its sizes: {})", size.name, rule_op->name(), names));
+      }
+      rule.sizes.emplace(size.name, *range);
+    }
   const std::optional<std::string> kernel = s.string("kernel");
   if (!kernel || kernel->find('.') == std::string::npos || kernel->front() == '.')
     s.error(table, "'dispatch.override' needs 'kernel = \"<plugin>.<kernel>\"'");
   rule.kernel = *kernel;
-  if (rule.op == ARB_OP_GEMM && (rule.rows || rule.cols))
-    s.error(table, "'rows' and 'cols' apply to rmsnorm and softmax, not gemm");
-  if (rule.op != ARB_OP_GEMM && (rule.m || rule.n || rule.k))
-    s.error(table, "'m', 'n' and 'k' apply to gemm only");
   s.finish();
   return rule;
 }

@@ -1,6 +1,7 @@
 #include "device/problem_buffers.hpp"
 
 #include "common/failure.hpp"
+#include "problem/op_table.hpp"
 
 #include <arbiter/float16.hpp>
 
@@ -20,19 +21,9 @@ ProblemBuffers::ProblemBuffers(const arb_problem& p, float alpha, float beta, fl
   if (p.device_type != kDLCPU && p.device_type != kDLCUDA)
     fail(ARB_ERR_UNSUPPORTED, "ProblemBuffers: CPU or CUDA problems only");
   operands_.reserve(6);
-  if (p.op == ARB_OP_GEMM) {
-    add("a", true, false, p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k, p.lda);
-    add("b", true, false, p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n, p.ldb);
-    if (p.has_c && !p.c_is_d) add("c", true, false, p.m, p.n, p.ldc);
-    if (p.has_bias) add("bias", true, false, 1, p.n, p.n);
-    add("d", p.c_is_d != 0, true, p.m, p.n, p.ldd);
-  } else {
-    const bool fused = p.op == ARB_OP_RMSNORM && p.has_residual;
-    add("x", true, fused, p.rows, p.cols, p.ld_x);
-    if (fused) add("residual", true, false, p.rows, p.cols, p.ld_residual);
-    if (p.op == ARB_OP_RMSNORM) add("weight", true, false, 1, p.cols, p.cols);
-    add("y", false, true, p.rows, p.cols, p.ld_y);
-  }
+  const Op* op = find_op(p.op);
+  if (op == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "ProblemBuffers: unknown op");
+  for (const OperandLayout& o : op->operands(p)) add(o.name, o.input, o.output, o.rows, o.cols, o.ld);
 }
 
 ProblemBuffers::Operand& ProblemBuffers::add(std::string name, bool input, bool output, int64_t rows, int64_t cols,

@@ -3,38 +3,27 @@
 #include "common/failure.hpp"
 #include "common/log.hpp"
 #include "common/names.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/op_table.hpp"
 #include "table/table_index.hpp"
 #include "table/tuned_entry.hpp"
 #include "tune/tuner.hpp"
-#include "tune/verification_gate.hpp"
+#include "verify/verification_gate.hpp"
 
 #include <fmt/format.h>
 
 namespace arbiter {
-
-bool kernel_supports(const KernelRecord& kernel, const arb_problem& problem, std::string* why) {
-  char reason[512];
-  reason[0] = '\0';
-  int32_t accepted = 0;
-  try {
-    accepted = kernel.abi.supports(kernel.abi.ctx, &problem, reason, sizeof reason);
-  } catch (...) {
-    if (why) *why = "supports() threw a C++ exception across the C ABI";
-    return false;
-  }
-  if (accepted != 0) return true;
-  reason[sizeof reason - 1] = '\0';
-  if (why) *why = reason[0] != '\0' ? reason : "supports() said no";
-  return false;
-}
 
 bool rule_matches(const OverrideRule& rule, const arb_problem& p) {
   auto within = [](const std::optional<IntRange>& range, int64_t v) { return !range || range->contains(v); };
   if (rule.op != p.op) return false;
   if (rule.dtype && *rule.dtype != p.dtype) return false;
   if (rule.device && *rule.device != p.device_type) return false;
-  if (p.op == ARB_OP_GEMM) return within(rule.m, p.m) && within(rule.n, p.n) && within(rule.k, p.k);
-  return within(rule.rows, p.rows) && within(rule.cols, p.cols);
+  const Op* op = find_op(p.op);
+  if (op == nullptr) return false;
+  for (const SizeField& size : op->sizes())
+    if (!within(rule.size(size.name), p.*size.member)) return false;
+  return true;
 }
 
 Dispatcher::Dispatcher(const KernelRegistry& registry, const DispatchConfig& config, DispatchServices services)
@@ -214,17 +203,7 @@ const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t
   const Decision decision = decide(problem, Mode::dispatch);
   if (decision.kernel == nullptr)
     fail(ARB_ERR_UNSUPPORTED, decision.failure + " (" + problem_key(problem) + "); see arb_explain");
-  Selection selection{decision.kernel, 0};
-  if (const arb_workspace_size_fn size_of = decision.kernel->abi.workspace_size) {
-    arb_status status = ARB_ERR_KERNEL;
-    try {
-      status = size_of(decision.kernel->abi.ctx, &problem, &selection.workspace_bytes);
-    } catch (...) {
-    }
-    if (status != ARB_OK)
-      fail(ARB_ERR_KERNEL, "kernel " + decision.kernel->name + " could not size its workspace for " +
-                               problem_key(problem));
-  }
+  const Selection selection{decision.kernel, kernel_workspace_bytes(*decision.kernel, problem)};
   selections_.push_back(selection);
   cache_.insert(problem, hash, &selections_.back());
   return selections_.back();

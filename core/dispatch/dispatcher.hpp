@@ -90,9 +90,6 @@ class Dispatcher {
   std::deque<Selection> selections_;  // stable addresses for the cache
 };
 
-// supports() through the C ABI, shielded from exceptions; `why` receives the reason.
-bool kernel_supports(const KernelRecord& kernel, const arb_problem& problem, std::string* why);
-
 // Does an override rule apply to the problem?
 bool rule_matches(const OverrideRule& rule, const arb_problem& problem);
 

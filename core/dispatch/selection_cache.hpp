@@ -5,7 +5,7 @@
 // so a reader still probing an old table stays safe.
 #pragma once
 
-#include "dispatch/problem.hpp"
+#include "problem/problem.hpp"
 
 #include <atomic>
 #include <memory>

@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "plugin/plugin_loader.hpp"
 #include "plugin/plugin_search.hpp"
+#include "problem/op_table.hpp"
 
 #include <algorithm>
 
@@ -80,6 +81,7 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
   }
   for (const std::string& note : notes_) logger().info("{}", note);
 
+  by_op_.resize(op_code_limit());  // the loader admits only kernels of known ops
   for (const auto& plugin : plugins_)
     for (const KernelRecord& kernel : plugin->kernels) by_op_.at(static_cast<size_t>(kernel.abi.op)).push_back(&kernel);
   for (auto& list : by_op_) {

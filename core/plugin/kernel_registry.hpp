@@ -6,7 +6,6 @@
 #include "config/config.hpp"
 #include "plugin/plugin_record.hpp"
 
-#include <array>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -32,7 +31,7 @@ class KernelRegistry {
 
  private:
   std::vector<std::unique_ptr<PluginRecord>> plugins_;
-  std::array<std::vector<const KernelRecord*>, 4> by_op_;  // indexed by arb_op
+  std::vector<std::vector<const KernelRecord*>> by_op_;  // indexed by arb_op (op_code_limit())
   std::vector<std::string> notes_;
 };
 

@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "plugin/abi_negotiation.hpp"
 #include "plugin/host_services.hpp"
+#include "problem/op_table.hpp"
 
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/shared_library.hpp>
@@ -45,7 +46,7 @@ std::string read_kernels(const arb_plugin_descriptor& d, PluginRecord& record) {
       return fmt::format("kernel #{}: struct_size {} is below the minimum {}", i, k->struct_size, ARB_KERNEL_MIN_SIZE);
     if (!valid_kernel_name(k->name)) return fmt::format("kernel #{}: invalid name '{}'", i, or_empty(k->name));
     if (!names.insert(k->name).second) return fmt::format("kernel name '{}' appears twice", k->name);
-    if (k->op != ARB_OP_GEMM && k->op != ARB_OP_RMSNORM && k->op != ARB_OP_SOFTMAX)
+    if (find_op(k->op) == nullptr)
       return fmt::format("kernel '{}': unknown op {}", k->name, k->op);
     if (k->device_type != kDLCPU && k->device_type != kDLCUDA)
       return fmt::format("kernel '{}': unsupported device type {}", k->name, k->device_type);

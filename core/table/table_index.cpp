@@ -2,9 +2,10 @@
 
 #include "common/failure.hpp"
 #include "common/log.hpp"
-#include "dispatch/dispatcher.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_text.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_text.hpp"
 
 #include <fmt/format.h>
 
@@ -84,13 +85,15 @@ std::optional<TableHit> TableIndex::nearest(const arb_problem& p, double* distan
   auto log_gap = [](int64_t a, int64_t b) {
     return std::fabs(std::log2(static_cast<double>(a)) - std::log2(static_cast<double>(b)));
   };
+  const Op* op = find_op(p.op);
+  if (op == nullptr) return std::nullopt;
   const Item* best = nullptr;
   double best_distance = INFINITY;
   for (const auto& [key, item] : by_key_) {  // key order: ties go to the smaller key
     if (item->problem_class != wanted) continue;
     const arb_problem& q = item->problem;
-    const double d = p.op == ARB_OP_GEMM ? log_gap(p.m, q.m) + log_gap(p.n, q.n) + log_gap(p.k, q.k)
-                                         : log_gap(p.rows, q.rows) + log_gap(p.cols, q.cols);
+    double d = 0;
+    for (const SizeField& size : op->sizes()) d += log_gap(p.*size.member, q.*size.member);
     if (d < best_distance) {
       best_distance = d;
       best = item;

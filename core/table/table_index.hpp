@@ -10,7 +10,7 @@
 
 #include "plugin/kernel_registry.hpp"
 #include "table/tuning_table.hpp"
-#include "tune/verification_gate.hpp"
+#include "verify/verification_gate.hpp"
 
 #include <deque>
 #include <map>

@@ -1,6 +1,8 @@
 #include "table/tuned_entry.hpp"
 
-#include "dispatch/problem.hpp"
+#include "common/failure.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/problem.hpp"
 
 namespace arbiter {
 
@@ -25,10 +27,9 @@ TableEntry tuned_entry(const TuneResult& result, const arb_problem& problem, con
   }
   e.verified = winner.gated && winner.verdict.passed;  // only a verdict of the gate counts
   e.verification = winner.verdict.summary();
-  if (winner.kernel->abi.workspace_size != nullptr) {
-    size_t bytes = 0;
-    if (winner.kernel->abi.workspace_size(winner.kernel->abi.ctx, &problem, &bytes) == ARB_OK)
-      e.workspace_bytes = static_cast<int64_t>(bytes);
+  try {
+    e.workspace_bytes = static_cast<int64_t>(kernel_workspace_bytes(*winner.kernel, problem));
+  } catch (const Failure&) {  // informational only: the dispatcher sizes it again
   }
   e.when = utc_now();
   return e;

@@ -3,9 +3,10 @@
 #include "common/log.hpp"
 #include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
-#include "dispatch/dispatcher.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_cost.hpp"
+#include "common/failure.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_cost.hpp"
 
 #include <arbiter/float16.hpp>
 
@@ -96,11 +97,7 @@ class Bench {
 
  private:
   void launch(const KernelRecord& kernel, size_t set, DeviceMemory& workspace, size_t workspace_bytes) {
-    char message[256];
-    message[0] = '\0';
-    const arb_status status = kernel.abi.launch(kernel.abi.ctx, &problem_, &sets_[set]->operands(), workspace.data(),
-                                                workspace_bytes, stream_, message, sizeof message);
-    if (status != ARB_OK) throw std::runtime_error(fmt::format("launch failed: {}", message));
+    kernel_launch(kernel, problem_, sets_[set]->operands(), workspace.data(), workspace_bytes, stream_);
   }
 
   // The kernel's graphs for this batch size: graph g launches sets g * batch onwards, so
@@ -240,9 +237,10 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
     if (!c.verdict.passed) continue;
     Contender t;
     t.candidate = &c;
-    if (c.kernel->abi.workspace_size != nullptr &&
-        c.kernel->abi.workspace_size(c.kernel->abi.ctx, &problem, &t.workspace_bytes) != ARB_OK) {
-      c.status = "workspace_size failed";
+    try {
+      t.workspace_bytes = kernel_workspace_bytes(*c.kernel, problem);
+    } catch (const Failure& e) {
+      c.status = e.what();
       continue;
     }
     if (t.workspace_bytes > 0) t.workspace = device.allocate(t.workspace_bytes);
@@ -374,7 +372,7 @@ TuneResult Tuner::tune(const arb_problem& problem, const KernelRecord* incumbent
     std::string suspicion;
     if (vendor && fastest != vendor && fastest->stats.median * 10 < vendor->stats.median)
       suspicion = fmt::format("more than 10x faster than the vendor kernel {}", vendor->kernel->name);
-    if (problem.op != ARB_OP_GEMM && cold && fastest->stats.median > 0) {
+    if (flop_count(problem) == 0 && cold && fastest->stats.median > 0) {  // bound by memory
       const double rate = bytes_moved(problem) / fastest->stats.median;
       if (rate > 0.95 * copy_bandwidth(device))
         suspicion = fmt::format("{:.1f} GB/s is above 95% of the measured copy bandwidth ({:.1f} GB/s)", rate * 1e-9,

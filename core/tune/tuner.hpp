@@ -16,7 +16,7 @@
 #include "config/config.hpp"
 #include "device/device.hpp"
 #include "plugin/kernel_registry.hpp"
-#include "tune/verification_gate.hpp"
+#include "verify/verification_gate.hpp"
 
 #include <functional>
 #include <map>

@@ -6,7 +6,10 @@
  *
  * ABI rules: every struct starts with `struct_size` (set it to sizeof), structs only ever
  * grow at the end, and the library reads only the fields the caller's struct_size covers.
- * Use the ARB_*_INIT macros to get zeroed structs with defaults.
+ * Use the ARB_*_INIT macros to get zeroed structs with defaults. ARB_<NAME>_STRUCT_SIZE
+ * beside each struct is the size of its version 1.0, the least struct_size the library
+ * accepts; fields beyond it are noted `optional, since 1.0` or `since 1.N`, functions added
+ * after 1.0 `since 1.N` (types.h, docs/abi-rules.md).
  *
  * Errors: every function returns an arb_status; arb_last_error() then holds a message
  * for the calling thread. No function aborts or throws. */
@@ -28,12 +31,15 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 0
+#define ARB_ABI_VERSION_MINOR 1
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
 ARB_API const char* arb_library_version(void);    /* semantic version, e.g. "0.1.0" */
 ARB_API const char* arb_status_string(int32_t status); /* an arb_status */
+/* since 1.1: an arb_provenance as the CLI prints it: "unspecified", "reference", "vendor",
+ * "hand_tuned", "ai_generated"; "unknown" for any other value. Never NULL; static storage. */
+ARB_API const char* arb_provenance_string(int32_t provenance);
 /* Message of the last failed call on this thread; "" after a success. Valid until the next
  * arbiter call on the same thread. */
 ARB_API const char* arb_last_error(void);
@@ -47,6 +53,7 @@ typedef struct arb_context_options {
   const char* config_path; /* a TOML file, or NULL */
   const char* config_toml; /* TOML text, or NULL. Set at most one; neither: embedded default */
 } arb_context_options;
+#define ARB_CONTEXT_OPTIONS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_context_options, config_toml)
 #define ARB_CONTEXT_OPTIONS_INIT {sizeof(arb_context_options), NULL, NULL}
 
 /* options may be NULL (embedded default configuration). On failure *context is NULL. */
@@ -79,6 +86,7 @@ typedef struct arb_gemm_args {
   float alpha;
   float beta;
 } arb_gemm_args;
+#define ARB_GEMM_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_gemm_args, beta)
 #define ARB_GEMM_ARGS_INIT {sizeof(arb_gemm_args), NULL, NULL, NULL, NULL, NULL, 0, 0, ARB_ACT_NONE, 0, 1.0f, 0.0f}
 
 /* y = x / sqrt(mean(x^2) + eps) * weight over the last dimension.
@@ -94,6 +102,7 @@ typedef struct arb_rmsnorm_args {
   float eps;
   int32_t reserved; /* 0 */
 } arb_rmsnorm_args;
+#define ARB_RMSNORM_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_rmsnorm_args, eps)
 #define ARB_RMSNORM_ARGS_INIT {sizeof(arb_rmsnorm_args), NULL, NULL, NULL, NULL, 1e-6f, 0}
 
 /* y = softmax(x) over the last dimension, numerically stable, f32 math for every dtype. */
@@ -102,6 +111,7 @@ typedef struct arb_softmax_args {
   const DLTensor* x;
   const DLTensor* y;
 } arb_softmax_args;
+#define ARB_SOFTMAX_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_softmax_args, y)
 #define ARB_SOFTMAX_ARGS_INIT {sizeof(arb_softmax_args), NULL, NULL}
 
 ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream);
@@ -139,8 +149,11 @@ typedef struct arb_plugin_info {
   int32_t provenance;      /* arb_provenance */
   int32_t priority;        /* effective priority (config overrides the plugin's own) */
   size_t kernel_count;
-  const char* runtime_version; /* the library the plugin wraps (e.g. "OpenBLAS 0.3.21"), or "" */
+  /* optional, since 1.0: the library the plugin wraps (e.g. "OpenBLAS 0.3.21"), or ""; written
+   * only when struct_size covers it */
+  const char* runtime_version;
 } arb_plugin_info;
+#define ARB_PLUGIN_INFO_STRUCT_SIZE ARB_STRUCT_SIZE(arb_plugin_info, kernel_count)
 #define ARB_PLUGIN_INFO_INIT {sizeof(arb_plugin_info), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL}
 
 typedef struct arb_kernel_info {
@@ -150,9 +163,10 @@ typedef struct arb_kernel_info {
   int32_t device_type; /* DLDeviceType */
   int32_t provenance;  /* arb_provenance, resolved */
   int32_t priority;
-  uint32_t flags;      /* ARB_KERNEL_FLAG_* of plugin.h */
+  uint32_t flags;      /* ARB_KERNEL_FLAG_* (types.h) */
   int32_t reserved;
 } arb_kernel_info;
+#define ARB_KERNEL_INFO_STRUCT_SIZE ARB_STRUCT_SIZE(arb_kernel_info, reserved)
 #define ARB_KERNEL_INFO_INIT {sizeof(arb_kernel_info), NULL, 0, 0, 0, 0, 0, 0}
 
 ARB_API arb_status arb_plugin_count(arb_context context, size_t* count);

@@ -7,7 +7,9 @@
  *  - versions are major.minor: equal major is required; across minors each side uses only
  *    what the older one knows, which `struct_size` tells;
  *  - every struct starts with struct_size and only grows at the end; optional function
- *    pointers may be NULL;
+ *    pointers may be NULL; ARB_<NAME>_STRUCT_SIZE beside each struct is the size of its
+ *    version 1.0, fields beyond it are noted `optional, since 1.0` or `since 1.N`
+ *    (types.h);
  *  - no C++ exception, allocator or STL type crosses the boundary: a status plus a message
  *    written into the caller's buffer;
  *  - the caller allocates; strings and descriptors returned by a plugin stay valid while it
@@ -62,6 +64,7 @@ typedef struct arb_problem {
   int32_t has_residual; /* rmsnorm: x += residual first, written back to x */
   int32_t reserved;
 } arb_problem;
+#define ARB_PROBLEM_STRUCT_SIZE ARB_STRUCT_SIZE(arb_problem, reserved)
 
 /* The data of one call. Pointers already include DLTensor byte offsets. */
 typedef struct arb_operands {
@@ -80,13 +83,10 @@ typedef struct arb_operands {
   float eps;            /* rmsnorm */
   float reserved;
 } arb_operands;
+#define ARB_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_operands, reserved)
 
-/* Kernel flags */
-#define ARB_KERNEL_FLAG_NONDETERMINISTIC 0x1u /* reruns may differ in the last bits */
-/* f32 problems computed with TF32 tensor-core math (10-bit mantissa products): a declared
- * loss of precision. Such a kernel is admitted only with verify.allow_tf32, and verified
- * against a TF32 tolerance. */
-#define ARB_KERNEL_FLAG_TF32 0x2u
+/* Kernel flags (arb_kernel.flags): ARB_KERNEL_FLAG_NONDETERMINISTIC, ARB_KERNEL_FLAG_TF32,
+ * defined in types.h, which arbiter.h shares. */
 
 /* Returns 1 if the kernel can run `problem`, else 0 and (if why != NULL) a reason. */
 typedef int32_t (*arb_supports_fn)(void* kernel_ctx, const arb_problem* problem, char* why,
@@ -114,6 +114,7 @@ typedef struct arb_kernel {
   arb_workspace_size_fn workspace_size; /* optional: NULL means no workspace */
   arb_launch_fn launch;                 /* required */
 } arb_kernel;
+#define ARB_KERNEL_STRUCT_SIZE ARB_STRUCT_SIZE(arb_kernel, launch)
 
 typedef struct arb_plugin_descriptor {
   size_t struct_size;
@@ -127,15 +128,18 @@ typedef struct arb_plugin_descriptor {
   const arb_kernel* const* kernels;
   size_t kernel_count;
   /* optional from here on: a shorter struct_size leaves them out */
-  const char* description;
-  void* plugin_ctx;
-  void (*release)(void* plugin_ctx); /* called once per successful entry call, at unload */
+  const char* description;           /* optional, since 1.0 */
+  void* plugin_ctx;                  /* optional, since 1.0 */
+  void (*release)(void* plugin_ctx); /* optional, since 1.0; called once per successful
+                                        entry call, at unload */
   /* The version of the library the plugin wraps (cuBLASLt, OpenBLAS...), or NULL. Part of
    * every tuning-table entry's validators: a new vendor library invalidates its entries. */
-  const char* runtime_version;
+  const char* runtime_version;       /* optional, since 1.0 */
 } arb_plugin_descriptor;
-#define ARB_PLUGIN_DESCRIPTOR_MIN_SIZE (offsetof(arb_plugin_descriptor, kernel_count) + sizeof(size_t))
-#define ARB_KERNEL_MIN_SIZE (offsetof(arb_kernel, launch) + sizeof(arb_launch_fn))
+#define ARB_PLUGIN_DESCRIPTOR_STRUCT_SIZE ARB_STRUCT_SIZE(arb_plugin_descriptor, kernel_count)
+/* The former names of the two minimum sizes the host enforces, kept for plugins. */
+#define ARB_PLUGIN_DESCRIPTOR_MIN_SIZE ARB_PLUGIN_DESCRIPTOR_STRUCT_SIZE
+#define ARB_KERNEL_MIN_SIZE ARB_KERNEL_STRUCT_SIZE
 
 /* Services the host offers. Valid for the whole life of the process. */
 typedef struct arb_host_api {
@@ -146,6 +150,7 @@ typedef struct arb_host_api {
   void* host_ctx;
   void (*log)(void* host_ctx, int32_t level, const char* plugin, const char* message);
 } arb_host_api;
+#define ARB_HOST_API_STRUCT_SIZE ARB_STRUCT_SIZE(arb_host_api, log)
 
 /* The one exported symbol. May be called more than once (once per context). On success
  * *descriptor points to a descriptor valid until its release() (or the unload). */

@@ -3,7 +3,21 @@
  * Everything here is plain C. Enumerations name values; what crosses the boundary from a
  * caller is an int32_t (a struct field or parameter), so that its size never depends on the
  * compiler and an out-of-range value is an error to report, not undefined behaviour. New
- * values are only ever appended. (Functions return arb_status, which they produce.) */
+ * values are only ever appended. (Functions return arb_status, which they produce.)
+ *
+ * Versioned structs (docs/abi-rules.md, rule 2), in the discipline of OpenXLA's PJRT C API:
+ *  - every struct starts with size_t struct_size, set by its producer to sizeof as it was
+ *    compiled, and only grows at the end;
+ *  - beside every struct, ARB_<NAME>_STRUCT_SIZE = ARB_STRUCT_SIZE(type, last field of 1.0)
+ *    is the size of its version 1.0, the least a producer must provide: libarbiter refuses
+ *    a shorter struct_size. It never changes when fields are appended (set struct_size to
+ *    sizeof, not to this constant);
+ *  - a field without a note is part of version 1.0 and is covered by that constant;
+ *  - a field that lies beyond the constant carries a note: `optional, since 1.0` for the
+ *    optional fields 1.0 already had, and `since 1.N` for every field appended in minor N
+ *    from now on (the next one: a comment `since 1.1`). Read such a field only where
+ *    ARB_HAS_FIELD says the producer's struct has it. Functions and enumeration values
+ *    added after 1.0 carry the same `since 1.N` note. */
 #ifndef ARBITER_TYPES_H
 #define ARBITER_TYPES_H
 
@@ -16,10 +30,14 @@
 extern "C" {
 #endif
 
+/* The size of `type` up to and including `field`: offsetof(type, field) + sizeof(field).
+ * With the last field of version 1.0 it gives the ARB_*_STRUCT_SIZE constants. */
+#define ARB_STRUCT_SIZE(type, field) (offsetof(type, field) + sizeof(((const type*)0)->field))
+
 /* True when a versioned struct, as its producer sized it, contains `field`. Use it before
- * reading any field appended after the reader's oldest supported minor version. */
-#define ARB_HAS_FIELD(type, ptr, field) \
-  ((ptr)->struct_size >= offsetof(type, field) + sizeof(((const type*)0)->field))
+ * reading any field beyond the struct's ARB_*_STRUCT_SIZE (a field noted `optional` or
+ * `since 1.N`). */
+#define ARB_HAS_FIELD(type, ptr, field) ((ptr)->struct_size >= ARB_STRUCT_SIZE(type, field))
 
 /* Status codes returned by every function of both ABIs. 0 is success. */
 typedef enum arb_status {
@@ -68,6 +86,14 @@ typedef enum arb_provenance {
   ARB_PROVENANCE_HAND_TUNED = 3,
   ARB_PROVENANCE_AI_GENERATED = 4
 } arb_provenance;
+
+/* Kernel flags: a bit set, arb_kernel.flags (plugin.h) and arb_kernel_info.flags
+ * (arbiter.h). Bits are only ever appended. */
+#define ARB_KERNEL_FLAG_NONDETERMINISTIC 0x1u /* reruns may differ in the last bits */
+/* f32 problems computed with TF32 tensor-core math (10-bit mantissa products): a declared
+ * loss of precision. Such a kernel is admitted only with verify.allow_tf32, and verified
+ * against a TF32 tolerance. */
+#define ARB_KERNEL_FLAG_TF32 0x2u
 
 typedef enum arb_log_level {
   ARB_LOG_TRACE = 0,

@@ -2,7 +2,7 @@
 // kernels compiled by the generated plugin): the gate must reject each for its own reason,
 // exactly as it rejects the CPU gallery, and dispatch must never run one.
 #include "cheater_expectations.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 #include "gpu_support.hpp"
 
 #include <map>

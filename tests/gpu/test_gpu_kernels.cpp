@@ -2,7 +2,7 @@
 // each problem on its edge-shape set (odd sizes, padded strides, the alignment class kept)
 // with fresh random inputs, guards, reruns and stale-data checks. A kernel that supports
 // none of the problems below fails the test: nothing passes without having run.
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 #include "tune/tuner.hpp"
 #include "gpu_support.hpp"
 

@@ -3,7 +3,7 @@
 
 #include "config/config.hpp"
 #include "context.hpp"
-#include "tune/shape_suite.hpp"
+#include "support/shape_suite.hpp"
 
 #include <memory>
 #include <string>

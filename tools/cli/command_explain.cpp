@@ -2,7 +2,7 @@
 #include "cli.hpp"
 
 #include "common/failure.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 
 #include <fmt/format.h>
 

@@ -3,6 +3,7 @@
 
 #include "common/names.hpp"
 #include "plugin/plugin_search.hpp"
+#include "problem/op_table.hpp"
 
 #include <fmt/format.h>
 

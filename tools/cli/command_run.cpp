@@ -5,9 +5,11 @@
 #include "common/failure.hpp"
 #include "common/names.hpp"
 #include "device/problem_buffers.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_text.hpp"
-#include "tune/accuracy.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_cost.hpp"
+#include "problem/problem_text.hpp"
+#include "verify/accuracy.hpp"
 
 #include <arbiter/float16.hpp>
 
@@ -19,14 +21,11 @@
 namespace arbiter::cli {
 namespace {
 
-// Useful work of one run: flops for gemm, bytes moved for the row ops.
+// Useful work of one run: math flops where the op counts them, else bytes moved.
 std::string rate(const arb_problem& p, double seconds) {
-  if (p.op == ARB_OP_GEMM)
-    return fmt::format("{:.2f} GFLOP/s (2mnk flops)", 2.0 * p.m * p.n * p.k / seconds * 1e-9);
-  const double element = static_cast<double>(dtype_size(p.dtype));
-  double bytes = 2.0 * p.rows * p.cols * element;  // read x, write y
-  if (p.op == ARB_OP_RMSNORM) bytes += p.cols * element + (p.has_residual ? 2.0 * p.rows * p.cols * element : 0.0);
-  return fmt::format("{:.2f} GB/s (bytes read + written once)", bytes / seconds * 1e-9);
+  if (const double flops = flop_count(p); flops > 0)
+    return fmt::format("{:.2f} GFLOP/s (math flops, e.g. 2mnk for gemm)", flops / seconds * 1e-9);
+  return fmt::format("{:.2f} GB/s (bytes read + written once)", bytes_moved(p) / seconds * 1e-9);
 }
 
 int64_t number_option(const Arguments& args, const std::string& name, int64_t fallback) {

@@ -4,7 +4,7 @@
 
 #include "common/failure.hpp"
 #include "table/table_file.hpp"
-#include "table/table_merge.hpp"
+#include "support/table_merge.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -9,8 +9,9 @@
 #include "common/failure.hpp"
 #include "common/names.hpp"
 #include "common/quoted.hpp"
-#include "dispatch/problem.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_text.hpp"
 
 #if defined(ARBITER_WITH_CUDA)
 #include "kernel_manifest.hpp"
@@ -35,12 +36,8 @@ std::vector<std::string> shapes_to_try(const generated::Manifest& manifest) {
   std::vector<std::string> shapes;
   for (const int32_t dtype : manifest.dtypes) {
     const std::string d(dtype_name(dtype));
-    switch (manifest.op) {
-      case ARB_OP_GEMM: shapes.push_back("gemm " + d + " m=64 n=256 k=512 tb=1 device=cuda"); break;
-      case ARB_OP_RMSNORM: shapes.push_back("rmsnorm " + d + " rows=8 cols=1024 device=cuda"); break;
-      case ARB_OP_SOFTMAX: shapes.push_back("softmax " + d + " rows=8 cols=1024 device=cuda"); break;
-      default: break;
-    }
+    if (const Op* op = find_op(manifest.op))
+      shapes.push_back(fmt::format("{} {} {} device=cuda", op->name(), d, op->example_fields()));
   }
   return shapes;
 }

@@ -5,7 +5,7 @@
 
 #include "common/failure.hpp"
 #include "common/names.hpp"
-#include "dispatch/problem.hpp"
+#include "problem/problem.hpp"
 #include "table/tuned_entry.hpp"
 
 #include <fmt/format.h>

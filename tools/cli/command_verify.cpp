@@ -4,7 +4,7 @@
 
 #include "common/failure.hpp"
 #include "common/names.hpp"
-#include "dispatch/problem.hpp"
+#include "problem/problem.hpp"
 
 #include <fmt/format.h>
 

@@ -3,7 +3,7 @@
 
 #include "common/failure.hpp"
 #include "common/log.hpp"
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 
 #include <arbiter/arbiter.h>
 

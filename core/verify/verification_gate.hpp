@@ -8,7 +8,7 @@
 #include "config/config.hpp"
 #include "device/device.hpp"
 #include "plugin/kernel_registry.hpp"
-#include "tune/verifier.hpp"
+#include "verify/verifier.hpp"
 
 #include <map>
 #include <mutex>

@@ -1,4 +1,4 @@
-#include "tune/isolated_verification.hpp"
+#include "verify/isolated_verification.hpp"
 
 #include "common/child_process.hpp"
 

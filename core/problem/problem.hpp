@@ -3,6 +3,7 @@
 // always built zero-filled), so the selection cache can compare and hash raw bytes.
 #pragma once
 
+#include <arbiter/float16.hpp>
 #include <arbiter/plugin.h>
 
 #include <cstdint>
@@ -11,8 +12,11 @@
 
 namespace arbiter {
 
-// Zero-filled, struct_size set, batch 1 for gemm.
+class Op;
+
+// Zero-filled, struct_size set, the op's defaults applied (gemm: batch 1).
 arb_problem empty_problem(arb_op op);
+arb_problem empty_problem(const Op& op);
 
 inline bool same_problem(const arb_problem& a, const arb_problem& b) noexcept {
   return __builtin_memcmp(&a, &b, sizeof(arb_problem)) == 0;
@@ -21,7 +25,20 @@ inline bool same_problem(const arb_problem& a, const arb_problem& b) noexcept {
 uint64_t problem_hash(const arb_problem& problem) noexcept;
 
 // The largest power of two, at most 256, that divides every value (addresses, byte strides).
-int32_t alignment_class(std::initializer_list<uint64_t> values) noexcept;
+// On the path of every call, hence inline.
+inline int32_t alignment_class(std::initializer_list<uint64_t> values) noexcept {
+  uint64_t combined = 256;
+  for (uint64_t v : values) combined |= v;
+  return static_cast<int32_t>(combined & (~combined + 1));  // lowest set bit
+}
+
+// The alignment class of the problem's row strides alone (buffers assumed 256-byte aligned):
+// every row-stride field of arb_problem, those of other ops being zero. The element size is
+// a power of two, so OR-ing the strides before scaling loses nothing.
+inline int32_t stride_alignment(const arb_problem& p) noexcept {
+  const auto strides = static_cast<uint64_t>(p.lda | p.ldb | p.ldc | p.ldd | p.ld_x | p.ld_y | p.ld_residual);
+  return alignment_class({strides * static_cast<uint64_t>(dtype_size(p.dtype))});
+}
 
 // The canonical key: the problem written in the problem syntax with every field explicit,
 // e.g. "gemm f32 m=8 n=16 k=4 ta=0 tb=0 act=none bias=0 beta=0 lda=4 ldb=16 ldd=16 align=256 device=cpu".
@@ -34,5 +51,8 @@ std::string problem_class_key(const arb_problem& problem);
 
 // Throws Failure(ARB_ERR_INVALID_ARGUMENT) if sizes, strides or enums are out of range.
 void validate_problem(const arb_problem& problem);
+void validate_problem(const Op& op, const arb_problem& problem);
+// Throws Failure(ARB_ERR_INVALID_ARGUMENT) if ld < row_length ("lda = 3 is below ...").
+void check_row_stride(const char* name, int64_t ld, int64_t row_length);
 
 }  // namespace arbiter

@@ -4,7 +4,7 @@
 // verdict (check "crashed") with how it ended, and the caller's memory is untouched.
 #pragma once
 
-#include "tune/verifier.hpp"
+#include "verify/verifier.hpp"
 
 #include <optional>
 #include <string>

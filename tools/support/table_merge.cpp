@@ -1,4 +1,4 @@
-#include "table/table_merge.hpp"
+#include "support/table_merge.hpp"
 
 #include <fmt/format.h>
 

@@ -45,9 +45,8 @@ struct VerifyOptions {
 Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                       const arb_problem& problem, const VerifyOptions& options);
 
-// Multiply-adds the fp64 reference spends on one run of a problem, and the most verification
-// will spend on the full-size problem (a few seconds at most on a CPU).
-double reference_cost(const arb_problem& problem);
+// The most verification spends on the full-size problem, in the fp64 reference's
+// multiply-adds (reference_cost in problem/problem_cost.hpp): a few seconds at most on a CPU.
 constexpr double kMaxReferenceCost = double(1 << 28);
 
 // The identity a verdict belongs to: plugin, version, build id, kernel, problem class.

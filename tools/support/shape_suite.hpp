@@ -2,7 +2,7 @@
 // saying where it comes from. bench/suites/README.md describes the format.
 #pragma once
 
-#include "dispatch/problem_text.hpp"
+#include "problem/problem_text.hpp"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "tune/accuracy.hpp"
+#include "verify/accuracy.hpp"
 
 #include <cmath>
 

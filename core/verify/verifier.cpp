@@ -1,12 +1,14 @@
-#include "tune/verifier.hpp"
+#include "verify/verifier.hpp"
 
 #include "common/names.hpp"
 #include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
-#include "dispatch/dispatcher.hpp"
-#include "dispatch/problem.hpp"
-#include "tune/accuracy.hpp"
-#include "tune/verification_shapes.hpp"
+#include "common/failure.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_cost.hpp"
+#include "verify/accuracy.hpp"
+#include "verify/verification_shapes.hpp"
 
 #include <arbiter/float16.hpp>
 
@@ -30,11 +32,6 @@ std::string Verdict::summary() const {
   std::string checks;
   for (const std::string& c : failed_checks) checks += (checks.empty() ? "" : ", ") + c;
   return "failed: " + checks;
-}
-
-double reference_cost(const arb_problem& p) {
-  if (p.op == ARB_OP_GEMM) return static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k);
-  return static_cast<double>(p.rows) * static_cast<double>(p.cols) * 4;
 }
 
 std::string verdict_key(const KernelRecord& kernel, const arb_problem& problem) {
@@ -62,23 +59,14 @@ class Checks {
 // Runs a kernel through its C ABI on operands, with workspace from the device. Returns the
 // error message, or "" on success.
 std::string launch(Device& device, const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands) {
-  size_t workspace_bytes = 0;
-  if (kernel.abi.workspace_size != nullptr &&
-      kernel.abi.workspace_size(kernel.abi.ctx, &problem, &workspace_bytes) != ARB_OK)
-    return "workspace_size failed";
-  DeviceMemory workspace = workspace_bytes > 0 ? device.allocate(workspace_bytes) : DeviceMemory();
-  char message[512];
-  message[0] = '\0';
-  arb_status status;
   try {
-    status = kernel.abi.launch(kernel.abi.ctx, &problem, &operands, workspace.data(), workspace_bytes, nullptr,
-                               message, sizeof message);
-  } catch (...) {
-    return "threw a C++ exception across the C ABI";
+    const size_t workspace_bytes = kernel_workspace_bytes(kernel, problem);
+    DeviceMemory workspace = workspace_bytes > 0 ? device.allocate(workspace_bytes) : DeviceMemory();
+    kernel_launch(kernel, problem, operands, workspace.data(), workspace_bytes, nullptr);
+    device.synchronize(nullptr);
+  } catch (const Failure& e) {
+    return e.what();
   }
-  device.synchronize(nullptr);
-  message[sizeof message - 1] = '\0';
-  if (status != ARB_OK) return fmt::format("status {}: {}", static_cast<int>(status), message);
   return "";
 }
 

@@ -1,11 +1,12 @@
-#include "tune/verification_gate.hpp"
+#include "verify/verification_gate.hpp"
 
 #include "common/failure.hpp"
 #include "common/log.hpp"
 #include "common/names.hpp"
-#include "dispatch/problem.hpp"
-#include "tune/accuracy.hpp"
-#include "tune/isolated_verification.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+#include "verify/accuracy.hpp"
+#include "verify/isolated_verification.hpp"
 
 #include <algorithm>
 #include <cstdlib>

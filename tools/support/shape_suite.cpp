@@ -1,4 +1,4 @@
-#include "tune/shape_suite.hpp"
+#include "support/shape_suite.hpp"
 
 #include "common/failure.hpp"
 #include "config/toml_section.hpp"

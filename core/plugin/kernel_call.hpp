@@ -1,0 +1,30 @@
+// Calling a kernel through the plugin C ABI: the only code in the runtime that calls a
+// kernel's function pointers. Every call passes the message buffer the ABI rules promise
+// (docs/abi-rules.md, rule 4), shields the host from C++ exceptions a plugin lets escape,
+// and turns a refusal or a failure into one error type: Failure, naming the kernel.
+#pragma once
+
+#include "plugin/plugin_record.hpp"
+
+#include <cstddef>
+#include <string>
+
+namespace arbiter {
+
+// The capacity of the message buffer handed to supports() and launch().
+inline constexpr size_t kKernelMessageCapacity = 512;
+
+// supports(): true, or false with the kernel's reason in *why (when why is not null).
+// Never throws.
+bool kernel_supports(const KernelRecord& kernel, const arb_problem& problem, std::string* why);
+
+// workspace_size(): the bytes the kernel needs, 0 when it has no workspace_size function.
+// Throws Failure(ARB_ERR_KERNEL) when the kernel cannot size it.
+size_t kernel_workspace_bytes(const KernelRecord& kernel, const arb_problem& problem);
+
+// launch(). Throws Failure with the kernel's status (ARB_ERR_KERNEL for a status the ABI
+// does not define) and its message.
+void kernel_launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
+                   void* workspace, size_t workspace_bytes, void* stream);
+
+}  // namespace arbiter

@@ -1,0 +1,98 @@
+// What the runtime knows about one op, in one place (docs/architecture.md, "Ops"): its
+// name and sizes, its problem text, validation, cost, operand layout, the shapes the gate
+// verifies it on, and how the C API's args struct becomes a problem. Everything outside
+// core/problem/ops/ asks the op table (op_table.hpp) instead of branching on an op code;
+// adding an op is one Op in core/problem/ops/, its line in op_table.cpp, and its kernels.
+#pragma once
+
+#include "problem/problem_text.hpp"
+
+#include <arbiter/plugin.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace arbiter {
+
+// A problem and the data of one call, as the C API builds them from an args struct.
+struct Call {
+  arb_problem problem;
+  arb_operands operands;
+};
+
+// One size of a problem (m, rows...). Override ranges, the nearest-shape distance and the
+// verification shapes range over an op's sizes, in this order.
+struct SizeField {
+  const char* name;
+  int64_t arb_problem::*member;
+};
+inline constexpr size_t kMaxSizes = 4;
+
+// One size per SizeField, in the op's order.
+struct Sizes {
+  int64_t value[kMaxSizes] = {};
+};
+
+// A problem's sizes for verification, with what the shape is for ("edge: a single row").
+struct SizedShape {
+  Sizes sizes;
+  std::string label;
+};
+
+// An operand as the kernel sees it in memory: rows x cols with row stride ld (elements).
+struct OperandLayout {
+  const char* name;  // the arb_operands field it is passed in
+  bool input;        // read by the kernel
+  bool output;       // written by the kernel
+  int64_t rows, cols, ld;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+
+  virtual arb_op code() const = 0;
+  virtual const char* name() const = 0;
+  virtual const std::vector<SizeField>& sizes() const = 0;
+
+  // Fields beyond the zero fill that every problem of the op has (gemm: batch = 1).
+  virtual void set_defaults(arb_problem&) const {}
+
+  // Problem text (docs/problem-syntax.md): the op's fields of the canonical key (between the
+  // dtype and "align="), of the class key (no sizes, no strides), and the reading of them.
+  // read_fields takes every field it knows from `fields` and sets the problem's strides (a
+  // new row-stride field of arb_problem also goes into stride_alignment, problem.cpp).
+  virtual std::string key_fields(const arb_problem& problem) const = 0;
+  virtual std::string class_fields(const arb_problem& problem) const = 0;
+  virtual void read_fields(ProblemFields& fields, ParsedProblem& parsed) const = 0;
+
+  // Throws Failure(ARB_ERR_INVALID_ARGUMENT) if a field of the op is out of range.
+  virtual void validate(const arb_problem& problem) const = 0;
+
+  // Cost (problem_cost.hpp): math flops (0 for ops bound by memory), the bytes every kernel
+  // must move, and the fp64 reference's work in multiply-adds (what verification can afford).
+  virtual double flops(const arb_problem& problem) const = 0;
+  virtual double bytes_moved(const arb_problem& problem) const = 0;
+  virtual double reference_cost(const arb_problem& problem) const = 0;
+
+  // The operands of a problem, in the order the buffers are laid out.
+  virtual std::vector<OperandLayout> operands(const arb_problem& problem) const = 0;
+
+  // Verification: a problem with new sizes and the smallest row strides that keep its
+  // alignment class; the problem's own sizes brought down to what the reference affords;
+  // and the edge shapes around those.
+  virtual arb_problem resized(const arb_problem& problem, const Sizes& sizes) const = 0;
+  virtual Sizes verification_sizes(const arb_problem& problem) const = 0;
+  virtual std::vector<SizedShape> edge_shapes(const Sizes& verified) const = 0;
+
+  // An ordinary problem of the op in problem text after "<op> <dtype>", for trying a kernel
+  // that claims no shapes of its own.
+  virtual const char* example_fields() const = 0;
+
+  // The C API: `args` points to the op's args struct (arbiter.h). Throws Failure naming the
+  // argument at fault.
+  virtual void build_call(const void* args, Call& call) const = 0;
+};
+
+}  // namespace arbiter

@@ -1,0 +1,13 @@
+// The ops, one file each; op_table.cpp lists them. The C API's per-op entry points use
+// these directly, the rest of the runtime goes through the op table.
+#pragma once
+
+#include "problem/op.hpp"
+
+namespace arbiter {
+
+const Op& gemm_op();
+const Op& rmsnorm_op();
+const Op& softmax_op();
+
+}  // namespace arbiter

@@ -1,0 +1,89 @@
+// rmsnorm: y = x / sqrt(mean(x^2) + eps) * weight per row; with a residual, x += residual
+// first and the sum is written back to x.
+#include "problem/ops/ops.hpp"
+#include "problem/ops/row_op.hpp"
+
+#include "common/failure.hpp"
+#include "common/names.hpp"
+
+
+namespace arbiter {
+namespace {
+
+class RmsNorm final : public RowOp {
+ public:
+  arb_op code() const override { return ARB_OP_RMSNORM; }
+  const char* name() const override { return "rmsnorm"; }
+
+  std::string key_fields(const arb_problem& p) const override {
+    std::string key =
+        fmt::format("rows={} cols={} residual={} ldx={} ldy={}", p.rows, p.cols, p.has_residual, p.ld_x, p.ld_y);
+    if (p.has_residual) key += fmt::format(" ldr={}", p.ld_residual);
+    return key;
+  }
+  std::string class_fields(const arb_problem& p) const override { return fmt::format("residual={}", p.has_residual); }
+
+  void read_fields(ProblemFields& fields, ParsedProblem& parsed) const override {
+    if (auto eps = fields.take_float("eps")) parsed.eps = *eps;
+    if (!(parsed.eps >= 0.0f)) fields.bad(fmt::format("eps={} must be >= 0", parsed.eps));
+    arb_problem& p = parsed.problem;
+    read_rows(fields, p);
+    p.has_residual = fields.take_flag("residual");
+    if (p.has_residual) p.ld_residual = fields.take_int("ldr", p.cols);
+  }
+
+  // x, weight, y; with a residual also the residual read and x written back.
+  double bytes_moved(const arb_problem& p) const override {
+    const double tile = static_cast<double>(p.rows) * static_cast<double>(p.cols);
+    const double elements = 2.0 * tile + static_cast<double>(p.cols) + (p.has_residual ? 2.0 * tile : 0.0);
+    return elements * static_cast<double>(dtype_size(p.dtype));
+  }
+
+  std::vector<OperandLayout> operands(const arb_problem& p) const override {
+    const bool fused = p.has_residual != 0;
+    std::vector<OperandLayout> out;
+    out.push_back({"x", true, fused, p.rows, p.cols, p.ld_x});
+    if (fused) out.push_back({"residual", true, false, p.rows, p.cols, p.ld_residual});
+    out.push_back({"weight", true, false, 1, p.cols, p.cols});
+    out.push_back({"y", false, true, p.rows, p.cols, p.ld_y});
+    return out;
+  }
+
+  void build_call(const void* raw_args, Call& call) const override {
+    const auto* args = static_cast<const arb_rmsnorm_args*>(raw_args);
+    check_args(args, "arb_rmsnorm", ARB_RMSNORM_ARGS_STRUCT_SIZE);
+    arb_problem& p = call.problem;
+    p = empty_problem(*this);
+    p.dtype = ARB_DTYPE_INVALID;
+    check_tensor(args->x, "x", p);
+    check_tensor(args->weight, "weight", p);
+    check_tensor(args->y, "y", p);
+    bind_rows(args->x, args->y, call);
+    check_vector(args->weight, "weight", p.cols, fmt::format("{} (the last dimension of x)", p.cols));
+    if (!(args->eps >= 0.0f)) invalid_argument("eps must be >= 0");
+    arb_operands& o = call.operands;
+    o.weight = data_of(args->weight);
+    o.eps = args->eps;
+    if (args->residual != nullptr) {
+      check_tensor(args->residual, "residual", p);
+      check_same_shape(args->residual, "residual", args->x, "x");
+      const Matrix r = as_rows(args->residual, "residual");
+      if (r.data == o.y) invalid_argument("y must not overlap residual");
+      p.has_residual = 1;
+      p.ld_residual = r.ld;
+      o.residual = r.data;
+    }
+    p.alignment = call_alignment(call);
+    validate_problem(*this, p);
+  }
+};
+
+}  // namespace
+
+namespace {
+constinit const RmsNorm kRmsNorm;  // constant-initialised: no guard on the path of a call
+}  // namespace
+
+const Op& rmsnorm_op() { return kRmsNorm; }
+
+}  // namespace arbiter

@@ -1,0 +1,53 @@
+// softmax: y = exp(x - max) / sum(exp(x - max)) per row.
+#include "problem/ops/ops.hpp"
+#include "problem/ops/row_op.hpp"
+
+#include "common/failure.hpp"
+
+
+namespace arbiter {
+namespace {
+
+class Softmax final : public RowOp {
+ public:
+  arb_op code() const override { return ARB_OP_SOFTMAX; }
+  const char* name() const override { return "softmax"; }
+
+  std::string key_fields(const arb_problem& p) const override {
+    return fmt::format("rows={} cols={} ldx={} ldy={}", p.rows, p.cols, p.ld_x, p.ld_y);
+  }
+  std::string class_fields(const arb_problem&) const override { return ""; }
+  void read_fields(ProblemFields& fields, ParsedProblem& parsed) const override { read_rows(fields, parsed.problem); }
+
+  // x and y.
+  double bytes_moved(const arb_problem& p) const override {
+    return 2.0 * static_cast<double>(p.rows) * static_cast<double>(p.cols) * static_cast<double>(dtype_size(p.dtype));
+  }
+
+  std::vector<OperandLayout> operands(const arb_problem& p) const override {
+    return {{"x", true, false, p.rows, p.cols, p.ld_x}, {"y", false, true, p.rows, p.cols, p.ld_y}};
+  }
+
+  void build_call(const void* raw_args, Call& call) const override {
+    const auto* args = static_cast<const arb_softmax_args*>(raw_args);
+    check_args(args, "arb_softmax", ARB_SOFTMAX_ARGS_STRUCT_SIZE);
+    arb_problem& p = call.problem;
+    p = empty_problem(*this);
+    p.dtype = ARB_DTYPE_INVALID;
+    check_tensor(args->x, "x", p);
+    check_tensor(args->y, "y", p);
+    bind_rows(args->x, args->y, call);
+    p.alignment = call_alignment(call);
+    validate_problem(*this, p);
+  }
+};
+
+}  // namespace
+
+namespace {
+constinit const Softmax kSoftmax;  // constant-initialised: no guard on the path of a call
+}  // namespace
+
+const Op& softmax_op() { return kSoftmax; }
+
+}  // namespace arbiter

@@ -1,0 +1,139 @@
+#include "problem/problem_text.hpp"
+
+#include "common/failure.hpp"
+#include "common/names.hpp"
+#include "problem/op.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+
+#include <arbiter/float16.hpp>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <string>
+#include <vector>
+
+namespace arbiter {
+namespace {
+
+[[noreturn]] void bad(const std::string& what) { fail(ARB_ERR_INVALID_ARGUMENT, "problem syntax: " + what); }
+
+std::vector<std::string_view> words(std::string_view text) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n')) ++i;
+    size_t j = i;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\t' && text[j] != '\n') ++j;
+    if (j > i) out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+int64_t to_int(std::string_view key, std::string_view value) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size())
+    bad(fmt::format("'{}={}': expected an integer", key, value));
+  return v;
+}
+
+float to_float(std::string_view key, std::string_view value) {
+  const std::string s(value);
+  size_t used = 0;
+  float v = 0;
+  try {
+    v = std::stof(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != s.size() || s.empty()) bad(fmt::format("'{}={}': expected a number", key, value));
+  return v;
+}
+
+bool to_flag(std::string_view key, std::string_view value) {
+  if (value == "1" || value == "true") return true;
+  if (value == "0" || value == "false") return false;
+  bad(fmt::format("'{}={}': expected 0 or 1", key, value));
+}
+
+}  // namespace
+
+std::optional<std::string_view> ProblemFields::take(std::string_view key) {
+  auto it = fields_.find(key);
+  if (it == fields_.end()) return std::nullopt;
+  const std::string_view v = it->second;
+  fields_.erase(it);
+  return v;
+}
+
+int64_t ProblemFields::take_int(std::string_view key, int64_t fallback) {
+  const auto v = take(key);
+  return v ? to_int(key, *v) : fallback;
+}
+
+int64_t ProblemFields::require_int(std::string_view key) {
+  const auto v = take(key);
+  if (!v) arbiter::bad(fmt::format("{} needs '{}='", op_, key));
+  return to_int(key, *v);
+}
+
+bool ProblemFields::take_flag(std::string_view key) {
+  const auto v = take(key);
+  return v ? to_flag(key, *v) : false;
+}
+
+std::optional<float> ProblemFields::take_float(std::string_view key) {
+  const auto v = take(key);
+  if (!v) return std::nullopt;
+  return to_float(key, *v);
+}
+
+void ProblemFields::bad(const std::string& what) const { arbiter::bad(what); }
+
+std::optional<std::string> ProblemFields::leftover() const {
+  if (fields_.empty()) return std::nullopt;
+  return fields_.begin()->first;
+}
+
+ParsedProblem parse_problem(std::string_view text) {
+  const std::vector<std::string_view> items = words(text);
+  if (items.size() < 2) bad(fmt::format("'{}': expected '<op> <dtype> key=value ...'", text));
+  const Op* op = find_op(items[0]);
+  if (op == nullptr) bad(fmt::format("unknown op '{}' ({})", items[0], op_names()));
+  const auto dtype = parse_dtype(items[1]);
+  if (!dtype) bad(fmt::format("unknown dtype '{}' (f32, f16, bf16)", items[1]));
+
+  std::map<std::string, std::string_view, std::less<>> map;
+  for (size_t i = 2; i < items.size(); ++i) {
+    const size_t eq = items[i].find('=');
+    if (eq == std::string_view::npos || eq == 0) bad(fmt::format("'{}': expected key=value", items[i]));
+    if (!map.emplace(std::string(items[i].substr(0, eq)), items[i].substr(eq + 1)).second)
+      bad(fmt::format("'{}' given twice", items[i].substr(0, eq)));
+  }
+  ProblemFields fields(op->name(), std::move(map));
+
+  ParsedProblem parsed;
+  arb_problem& p = parsed.problem;
+  p = empty_problem(op->code());
+  p.dtype = *dtype;
+  if (auto device = fields.take("device")) {
+    const size_t colon = device->find(':');
+    const auto type = parse_device(device->substr(0, colon));
+    if (!type) bad(fmt::format("unknown device '{}' (cpu, cuda, cuda:N)", *device));
+    p.device_type = *type;
+    if (colon != std::string_view::npos) p.device_id = static_cast<int32_t>(to_int("device", device->substr(colon + 1)));
+  }
+  op->read_fields(fields, parsed);
+  // Buffers are assumed 256-byte aligned, so strides decide; align= states it outright.
+  p.alignment = static_cast<int32_t>(fields.take_int("align", stride_alignment(p)));
+  if (p.alignment < 1 || p.alignment > 256 || (p.alignment & (p.alignment - 1)) != 0)
+    bad(fmt::format("align={} must be a power of two from 1 to 256", p.alignment));
+  if (auto left = fields.leftover()) bad(fmt::format("unknown field '{}' for {}", *left, op->name()));
+  validate_problem(p);
+  return parsed;
+}
+
+}  // namespace arbiter
