@@ -182,7 +182,7 @@ namespace {
 
 std::string rate(const Row& r, double copy_bw) {
   if (r.winner_median <= 0) return "-";
-  if (r.p.op == ARB_OP_GEMM) return fmt::format("{:.1f} TFLOP/s", flop_count(r.p) / r.winner_median * 1e-12);
+  if (flop_count(r.p) > 0) return fmt::format("{:.1f} TFLOP/s", flop_count(r.p) / r.winner_median * 1e-12);
   const double bw = bytes_moved(r.p) / r.winner_median;
   return fmt::format("{:.0f} GB/s ({:.0f}% of copy)", bw * 1e-9, 100 * bw / copy_bw);
 }
@@ -196,7 +196,7 @@ std::string us(const Row& r, const std::string& group) {
 
 void write_report(const RunState& state, const std::string& dir) {
   std::string md = fmt::format(
-      "# GPU benchmark\n\n- device: {}\n- copy bandwidth: {:.0f} GB/s (device-to-device copy of 1 GiB, bytes read "
+      "# GPU benchmark\n\n- device: {}\n- copy bandwidth: {:.0f} GB/s (the tuner's, device-to-device copy of max(2 x L2, 64 MiB), bytes read "
       "+ written per second, median of 10)\n- method: every kernel verified by the gate first, then timed by the "
       "tuner with {} as the incumbent (docs/tuning.md); time = median seconds per launch over buffers rotated "
       "past L2; budget {} ms per problem\n- TFLOP/s = 2mnk / time; GB/s = bytes every kernel must move (inputs read "
@@ -229,7 +229,7 @@ void write_report(const RunState& state, const std::string& dir) {
   // ceilings beside the numbers).
   const Row* fastest = nullptr;
   for (const Row& r : state.rows)
-    if (r.error.empty() && r.p.op == ARB_OP_GEMM && r.winner_median > 0 &&
+    if (r.error.empty() && flop_count(r.p) > 0 && r.winner_median > 0 &&
         (!fastest || flop_count(r.p) / r.winner_median > flop_count(fastest->p) / fastest->winner_median))
       fastest = &r;
   if (fastest)

@@ -3,8 +3,9 @@
 //
 // The GPU benchmark of bench/gpu-check.sh. On CUDA device 0, so that every ratio compares
 // numbers measured side by side:
-//   copy bandwidth  a device-to-device copy of 1 GiB: (bytes read + bytes written) / time,
-//                   median of 10; the floor the row ops are held against;
+//   copy bandwidth  the tuner's (core/tune/copy_bandwidth.hpp): a device-to-device copy of
+//                   max(2 x L2, 64 MiB), (bytes read + bytes written) / time, median of 10;
+//                   the floor the row ops are held against, here and in the tuner;
 //   suite shapes    every problem of the suites moved to the GPU and tuned: every kernel
 //                   that supports it is verified by the gate, then timed by the tuner
 //                   (docs/tuning.md: warm-up, screening, median of >= 20 samples over buffers
@@ -65,30 +66,14 @@ void cuda_check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) throw std::runtime_error(fmt::format("{}: {}", what, cudaGetErrorString(status)));
 }
 
-// Device-to-device copy of 1 GiB; bytes read plus bytes written per second.
-double copy_bandwidth(Device& device) {
-  const size_t bytes = size_t(1) << 30;
-  DeviceMemory a = device.allocate(bytes), b = device.allocate(bytes);
-  device.fill(a.data(), 0x3f800000u, bytes, nullptr);
-  const auto timer = device.timer();
-  device.copy(b.data(), a.data(), bytes, nullptr);  // warm-up
-  std::vector<double> seconds;
-  for (int i = 0; i < 10; ++i) {
-    timer->start(nullptr);
-    device.copy(b.data(), a.data(), bytes, nullptr);
-    timer->stop(nullptr);
-    seconds.push_back(timer->seconds());
-  }
-  return 2.0 * static_cast<double>(bytes) / median_of(seconds);
-}
-
 Row tune_one(Context& context, const std::string& suite, const SuiteProblem& sp, bool write_table) {
   Row row;
   row.suite = suite;
   row.problem = sp.text;
   row.origin = sp.origin;
   row.p = sp.parsed.problem;
-  const KernelRecord* baseline = row.p.op == ARB_OP_GEMM ? context.registry().find(kBaseline) : nullptr;
+  const KernelRecord* baseline = context.registry().find(kBaseline);
+  if (baseline != nullptr && baseline->abi.op != row.p.op) baseline = nullptr;  // the vendor gemm
   const TuneResult result = context.tuner().tune(row.p, baseline);
   for (const Candidate& c : result.candidates) {
     if (c.status.rfind("refused", 0) == 0) ++row.refused;
@@ -244,7 +229,7 @@ int main(int argc, char** argv) {
     }
     Device& gpu = *context.devices().cuda;
     state.device = gpu.fingerprint().name + " [" + gpu.fingerprint().details + "]";
-    if (state.copy_bw <= 0) state.copy_bw = copy_bandwidth(gpu);
+    if (state.copy_bw <= 0) state.copy_bw = context.tuner().copy_bandwidth(gpu);  // the tuner's own floor
     std::fprintf(stderr, "copy bandwidth: %.0f GB/s\n", state.copy_bw * 1e-9);
 
     FaultGuard guard(journal_path, options.hang_s);

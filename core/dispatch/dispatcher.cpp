@@ -31,14 +31,15 @@ Dispatcher::Dispatcher(const KernelRegistry& registry, const DispatchConfig& con
 
 bool Dispatcher::admitted(const KernelRecord& kernel, const arb_problem& problem, Mode mode, std::string* note) {
   if (services_.gate == nullptr) return true;
-  std::string why;
-  if (services_.gate->admits(kernel, problem, mode == Mode::dispatch, &why)) return true;
-  if (mode == Mode::explain && services_.gate->gated(kernel) && !services_.gate->tf32_refused(kernel, problem) &&
-      !services_.gate->known_verdict(kernel, problem)) {
-    if (note) *note = " (verification pending: runs on first use)";
-    return true;
+  const Admission answer = services_.gate->admission(kernel, problem, mode == Mode::dispatch);
+  switch (answer.state) {
+    case Admission::State::admitted: return true;
+    case Admission::State::pending:  // explain only: shown as the choice, with the note
+      if (note) *note = " (" + answer.reason + ")";
+      return true;
+    case Admission::State::refused: break;
   }
-  if (note) *note = why;
+  if (note) *note = answer.reason;
   return false;
 }
 
@@ -74,11 +75,9 @@ bool Dispatcher::heuristic(const arb_problem& p, Mode mode, Decision& decision) 
   return decision.kernel != nullptr;
 }
 
-Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
-  Decision decision;
+// 1. Config overrides, first match wins.
+bool Dispatcher::by_override(const arb_problem& p, Mode mode, Decision& decision) {
   auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
-
-  // 1. Config overrides, first match wins.
   for (size_t i = 0; i < config_.overrides.size(); ++i) {
     const OverrideRule& rule = config_.overrides[i];
     if (!rule_matches(rule, p)) continue;
@@ -100,13 +99,16 @@ Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
       note(label + ": matched" + gate_note);
       decision.kernel = kernel;
       decision.rule = "config override #" + std::to_string(i + 1) + " at " + rule.origin;
-      return decision;
+      return true;
     }
   }
+  return false;
+}
 
-  // 2. The tuning table.
+// 2. The tuning table's entry, unless table.policy = retune; `entry` keeps what was found.
+bool Dispatcher::by_table(const arb_problem& p, Decision& decision, std::optional<TableHit>& entry) {
+  auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
   const std::string policy = std::string(table_policy_name(services_.policy));
-  std::optional<TableHit> entry;
   if (services_.table != nullptr) {
     const std::string key = problem_key(p);
     entry = services_.table->lookup(key);
@@ -118,14 +120,19 @@ Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
                        e.verification, e.when));
       decision.kernel = entry->kernel;
       decision.rule = "tuning table entry (table.policy = " + policy + ")";
-      return decision;
+      return true;
     }
     note(entry ? "tuning table: entry ignored, table.policy = retune" : "tuning table: " + services_.table->why_not(key));
   } else {
     note("tuning table: none (table.path is empty, or the file could not be used)");
   }
+  return false;
+}
 
-  // 3. Tune now.
+// 3. Tuning now (table.policy = tune-missing or retune), the result written to the table.
+bool Dispatcher::by_tuning(const arb_problem& p, Mode mode, const std::optional<TableHit>& entry, Decision& decision) {
+  auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
+  const std::string policy = std::string(table_policy_name(services_.policy));
   const bool tuning_policy = services_.policy == TablePolicy::tune_missing || services_.policy == TablePolicy::retune;
   if (tuning_policy && services_.tuner != nullptr) {
     if (mode == Mode::explain) {
@@ -150,11 +157,43 @@ Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
                                          : ""));
         decision.kernel = winner->kernel;
         decision.rule = "tuned now (table.policy = " + policy + ")";
-        return decision;
+        return true;
       }
       note("tuning found no kernel that passes verification and runs");
     }
   }
+  return false;
+}
+
+// 5a. dispatch.on_miss = nearest: the kernel of the nearest tuned shape of the class.
+bool Dispatcher::by_nearest(const arb_problem& p, Mode mode, Decision& decision) {
+  auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
+  double distance = 0;
+  std::optional<TableHit> near = services_.table ? services_.table->nearest(p, &distance) : std::nullopt;
+  std::string why, gate_note;
+  if (!near) {
+    note("nearest tuned shape: none of this class in the table");
+  } else if (!kernel_supports(*near->kernel, p, &why)) {
+    note(fmt::format("nearest tuned shape '{}' (distance {:.2f}) -> {}: refused: {}", near->entry->key, distance,
+                     near->kernel->name, why));
+  } else if (!admitted(*near->kernel, p, mode, &gate_note)) {
+    note(fmt::format("nearest tuned shape '{}' -> {}: {}", near->entry->key, near->kernel->name, gate_note));
+  } else {
+    note(fmt::format("nearest tuned shape '{}' (distance {:.2f}) -> {}{}", near->entry->key, distance,
+                     near->kernel->name, gate_note));
+    decision.kernel = near->kernel;
+    decision.rule = fmt::format("nearest tuned shape (sum of |log2| size differences {:.2f})", distance);
+    return true;
+  }
+  return false;
+}
+
+Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
+  Decision decision;
+  if (by_override(p, mode, decision)) return decision;
+  std::optional<TableHit> entry;
+  if (by_table(p, decision, entry)) return decision;
+  if (by_tuning(p, mode, entry, decision)) return decision;
 
   // 4. Strict: the table must have it.
   if (services_.policy == TablePolicy::strict) {
@@ -167,25 +206,8 @@ Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
     decision.failure = "no override or table entry chose a kernel and dispatch.on_miss = \"error\"";
     return decision;
   }
-  if (config_.on_miss == OnMiss::nearest) {
-    double distance = 0;
-    std::optional<TableHit> near = services_.table ? services_.table->nearest(p, &distance) : std::nullopt;
-    std::string why, gate_note;
-    if (!near) {
-      note("nearest tuned shape: none of this class in the table");
-    } else if (!kernel_supports(*near->kernel, p, &why)) {
-      note(fmt::format("nearest tuned shape '{}' (distance {:.2f}) -> {}: refused: {}", near->entry->key, distance,
-                       near->kernel->name, why));
-    } else if (!admitted(*near->kernel, p, mode, &gate_note)) {
-      note(fmt::format("nearest tuned shape '{}' -> {}: {}", near->entry->key, near->kernel->name, gate_note));
-    } else {
-      note(fmt::format("nearest tuned shape '{}' (distance {:.2f}) -> {}{}", near->entry->key, distance,
-                       near->kernel->name, gate_note));
-      decision.kernel = near->kernel;
-      decision.rule = fmt::format("nearest tuned shape (sum of |log2| size differences {:.2f})", distance);
-      if (mode == Mode::dispatch) return decision;
-    }
-  }
+  if (config_.on_miss == OnMiss::nearest && by_nearest(p, mode, decision) && mode == Mode::dispatch) return decision;
+  auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
   if (decision.kernel != nullptr) {  // explain mode after a nearest hit: show the rest too
     Decision rest;
     heuristic(p, mode, rest);

@@ -23,6 +23,7 @@ namespace arbiter {
 
 class VerificationGate;
 class TableIndex;
+struct TableHit;
 class Tuner;
 struct TableEntry;
 struct TuneResult;
@@ -80,6 +81,12 @@ class Dispatcher {
   // Is the kernel allowed to run (the gate)? In explain mode an unknown verdict is
   // reported as pending and counts as yes.
   bool admitted(const KernelRecord& kernel, const arb_problem& problem, Mode mode, std::string* note);
+  // The steps of decide(), numbered as at the top of this file; each returns true when it
+  // chose (decision.kernel set), and adds what it considered to decision.trace.
+  bool by_override(const arb_problem& problem, Mode mode, Decision& decision);
+  bool by_table(const arb_problem& problem, Decision& decision, std::optional<TableHit>& entry);
+  bool by_tuning(const arb_problem& problem, Mode mode, const std::optional<TableHit>& entry, Decision& decision);
+  bool by_nearest(const arb_problem& problem, Mode mode, Decision& decision);
   bool heuristic(const arb_problem& problem, Mode mode, Decision& decision);
 
   const KernelRegistry& registry_;

@@ -16,6 +16,7 @@
 #include "config/config.hpp"
 #include "device/device.hpp"
 #include "plugin/kernel_registry.hpp"
+#include "tune/timing_stats.hpp"
 #include "verify/verification_gate.hpp"
 
 #include <functional>
@@ -24,19 +25,6 @@
 #include <vector>
 
 namespace arbiter {
-
-struct TimingStats {
-  double median = 0, p20 = 0, p80 = 0;  // seconds per launch
-  int samples = 0;
-  double spread() const { return median > 0 ? (p80 - p20) / (2 * median) : 0; }
-};
-
-// The measured noise between two candidates: the larger relative spread (p80 - p20) /
-// (2 median) of the two, and at least 1%.
-double measured_noise(const TimingStats& a, const TimingStats& b);
-// Step 5: does the incumbent stay against a faster challenger? Only a gain (relative to the
-// incumbent's median) larger than the measured noise replaces it.
-bool incumbent_stays(const TimingStats& incumbent, const TimingStats& challenger);
 
 struct Candidate {
   const KernelRecord* kernel = nullptr;
@@ -71,9 +59,11 @@ class Tuner {
   // Throws Failure(ARB_ERR_UNSUPPORTED) if the problem's device is not available.
   TuneResult tune(const arb_problem& problem, const KernelRecord* incumbent);
   void set_observer(TuneObserver observer) { observer_ = std::move(observer); }
+  // measure_copy_bandwidth (copy_bandwidth.hpp), measured once per device: the floor of
+  // step 6, and the number reports hold the row ops against.
+  double copy_bandwidth(Device& device);
 
  private:
-  double copy_bandwidth(Device& device);  // bytes per second, measured once per device past the cache
 
   const Devices& devices_;
   const KernelRegistry& registry_;

@@ -88,22 +88,17 @@ bool VerificationGate::tf32_refused(const KernelRecord& kernel, const arb_proble
   return (kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32 && !config_.allow_tf32;
 }
 
-bool VerificationGate::admits(const KernelRecord& kernel, const arb_problem& problem, bool may_run, std::string* why) {
-  if (tf32_refused(kernel, problem)) {
-    if (why) *why = "a TF32 kernel: needs verify.allow_tf32 = true for f32 problems";
-    return false;
-  }
-  if (!gated(kernel)) return true;
+Admission VerificationGate::admission(const KernelRecord& kernel, const arb_problem& problem, bool may_verify) {
+  using State = Admission::State;
+  if (tf32_refused(kernel, problem)) return {State::refused, "a TF32 kernel: needs verify.allow_tf32 = true for f32 problems"};
+  if (!gated(kernel)) return {State::admitted, ""};
   std::optional<Verdict> v = known_verdict(kernel, problem);
   if (!v) {
-    if (!may_run) {
-      if (why) *why = "not verified yet for this problem class (verified on first use)";
-      return false;
-    }
+    if (!may_verify) return {State::pending, "verification pending: runs on first use"};
     v = verdict(kernel, problem);
   }
-  if (!v->passed && why) *why = "verification " + v->summary();
-  return v->passed;
+  if (!v->passed) return {State::refused, "verification " + v->summary()};
+  return {State::admitted, ""};
 }
 
 }  // namespace arbiter

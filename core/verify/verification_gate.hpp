@@ -17,13 +17,24 @@
 
 namespace arbiter {
 
+// The gate's answer for one kernel and problem, with its reason.
+struct Admission {
+  enum class State {
+    admitted,  // a passing verdict, or a kernel the config lets run without one
+    refused,   // a failing verdict, or a TF32 kernel without verify.allow_tf32
+    pending    // not verified yet, and not allowed to verify now (explain)
+  };
+  State state = State::refused;
+  std::string reason;  // why refused; for pending, what happens on first use
+};
+
 class VerificationGate {
  public:
   VerificationGate(const Devices& devices, const KernelRegistry& registry, const VerifyConfig& config);
 
-  // May `kernel` run `problem`? Verifies on first need unless `may_run` is false (explain),
-  // in which case an unknown verdict counts as "not yet" and `why` says so.
-  bool admits(const KernelRecord& kernel, const arb_problem& problem, bool may_run, std::string* why);
+  // May `kernel` run `problem`? With may_verify an unknown verdict is computed now;
+  // without (explain) it is pending.
+  Admission admission(const KernelRecord& kernel, const arb_problem& problem, bool may_verify);
 
   // The verdict, computed now if not known (or always, with fresh = true).
   Verdict verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh = false);
