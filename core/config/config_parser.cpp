@@ -2,6 +2,7 @@
 // reported with file, line and column, and fail context creation.
 #include "common/failure.hpp"
 #include "common/names.hpp"
+#include "common/text_file.hpp"
 #include "config/config.hpp"
 #include "config/toml_section.hpp"
 #include "problem/op_table.hpp"
@@ -10,9 +11,7 @@
 #include <toml++/toml.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 namespace arbiter {
 namespace {
@@ -208,12 +207,7 @@ void read_cuda(Section& root, const std::string& source, CudaConfig& out) {
 }  // namespace
 
 Config parse_config(std::string_view toml_text, const std::string& source, const std::string& base_dir) {
-  toml::table document;
-  try {
-    document = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    fail(ARB_ERR_CONFIG, toml_position(source, e.source().begin) + ": " + std::string(e.description()));
-  }
+  const toml::table document = parse_toml(toml_text, source, ARB_ERR_CONFIG);
   Config config;
   config.source = source;
   Section root(document, "", source, ARB_ERR_CONFIG);
@@ -234,12 +228,9 @@ Config parse_config(std::string_view toml_text, const std::string& source, const
 }
 
 Config load_config_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ARB_ERR_CONFIG, "cannot read config file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = read_text_file(path, "config file", ARB_ERR_CONFIG);
   const fs::path parent = fs::absolute(fs::path(path)).parent_path();
-  return parse_config(text.str(), path, parent.string());
+  return parse_config(text, path, parent.string());
 }
 
 std::string_view table_policy_name(TablePolicy policy) {

@@ -6,6 +6,14 @@
 
 namespace arbiter {
 
+toml::table parse_toml(std::string_view text, const std::string& source, arb_status status) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    fail(status, toml_position(source, e.source().begin) + ": " + std::string(e.description()));
+  }
+}
+
 std::string toml_position(const std::string& source, const toml::source_position& position) {
   std::ostringstream out;
   out << source << ':' << position.line << ':' << position.column;

@@ -15,6 +15,9 @@
 
 namespace arbiter {
 
+// A whole TOML document; a syntax error becomes Failure(status) at "source:line:column".
+toml::table parse_toml(std::string_view text, const std::string& source, arb_status status);
+
 // "source:line:column"
 std::string toml_position(const std::string& source, const toml::source_position& position);
 

@@ -2,6 +2,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/failure.hpp"
+#include "common/text_file.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -11,8 +12,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace arbiter {
 namespace {
@@ -55,11 +54,7 @@ class FileLock {
 TuningTable load_table_file(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return TuningTable();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ARB_ERR_TABLE, "cannot read tuning table '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return TuningTable::parse(text.str(), path);
+  return TuningTable::parse(read_text_file(path, "tuning table", ARB_ERR_TABLE), path);
 }
 
 void write_table_file(const std::string& path, const TuningTable& table) {

@@ -58,12 +58,7 @@ DeviceFingerprint read_device(const toml::table& table, const std::string& id, c
 }  // namespace
 
 TuningTable TuningTable::parse(std::string_view text, const std::string& source) {
-  toml::table document;
-  try {
-    document = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    fail(ARB_ERR_TABLE, toml_position(source, e.source().begin) + ": " + std::string(e.description()));
-  }
+  const toml::table document = parse_toml(text, source, ARB_ERR_TABLE);
   TuningTable table;
   Section root(document, "", source, ARB_ERR_TABLE);
   const int64_t schema = root.required_integer("schema");

@@ -52,21 +52,29 @@ std::string compiler_identity() {
 }
 
 // The folder of libarbiter_emu.so, which the modules link.
+// The file of the emulator library this plugin links ("" if the loader cannot say).
+const std::string& emulator_library_path() {
+  static const std::string path = [] {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<const void*>(&arbiter::emu::device_description), &info) == 0 || !info.dli_fname)
+      return std::string();
+    return std::string(info.dli_fname);
+  }();
+  return path;
+}
+
 std::string emulator_library_dir() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<const void*>(&arbiter::emu::device_description), &info) == 0 || !info.dli_fname) return "";
-  return fs::path(info.dli_fname).parent_path().string();
+  const std::string& path = emulator_library_path();
+  return path.empty() ? "" : fs::path(path).parent_path().string();
 }
 
 // What identifies the emulator library a module links: its path, size and modification time
 // (a rebuilt libarbiter_emu, say with another instrumentation contract, is a new one).
 std::string emulator_library_identity() {
   static const std::string identity = [] {
-    Dl_info info{};
-    if (dladdr(reinterpret_cast<const void*>(&arbiter::emu::device_description), &info) == 0 || !info.dli_fname)
-      return std::string("?");
+    if (emulator_library_path().empty()) return std::string("?");
     std::error_code ec;
-    const fs::path path = fs::canonical(info.dli_fname, ec);
+    const fs::path path = fs::canonical(emulator_library_path(), ec);
     const auto size = fs::file_size(path, ec);
     const auto time = fs::last_write_time(path, ec).time_since_epoch().count();
     return path.string() + '\0' + std::to_string(size) + '\0' + std::to_string(time);

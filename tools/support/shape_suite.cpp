@@ -1,24 +1,14 @@
 #include "support/shape_suite.hpp"
 
 #include "common/failure.hpp"
+#include "common/text_file.hpp"
 #include "config/toml_section.hpp"
 
-#include <fstream>
-#include <sstream>
 
 namespace arbiter {
 
 ShapeSuite load_suite(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ARB_ERR_CONFIG, "cannot read suite file '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  toml::table document;
-  try {
-    document = toml::parse(text.str(), path);
-  } catch (const toml::parse_error& e) {
-    fail(ARB_ERR_CONFIG, toml_position(path, e.source().begin) + ": " + std::string(e.description()));
-  }
+  const toml::table document = parse_toml(read_text_file(path, "suite file", ARB_ERR_CONFIG), path, ARB_ERR_CONFIG);
   ShapeSuite suite;
   Section root(document, "", path, ARB_ERR_CONFIG);
   suite.name = root.required_string("name");
