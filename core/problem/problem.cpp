@@ -14,8 +14,8 @@
 
 namespace arbiter {
 
-arb_problem empty_problem(arb_op op) {
-  if (const Op* description = find_op(op)) return empty_problem(*description);
+namespace {
+arb_problem zero_filled(int32_t op) {
   arb_problem problem;
   std::memset(&problem, 0, sizeof problem);
   problem.struct_size = sizeof problem;
@@ -23,13 +23,16 @@ arb_problem empty_problem(arb_op op) {
   problem.device_type = kDLCPU;
   return problem;
 }
+}  // namespace
+
+arb_problem empty_problem(arb_op op) {
+  arb_problem problem = zero_filled(op);
+  if (const Op* description = find_op(op)) description->set_defaults(problem);
+  return problem;
+}
 
 arb_problem empty_problem(const Op& op) {
-  arb_problem problem;
-  std::memset(&problem, 0, sizeof problem);
-  problem.struct_size = sizeof problem;
-  problem.op = op.code();
-  problem.device_type = kDLCPU;
+  arb_problem problem = zero_filled(op.code());
   op.set_defaults(problem);
   return problem;
 }

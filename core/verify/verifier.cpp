@@ -59,15 +59,21 @@ class Checks {
 // Runs a kernel through its C ABI on operands, with workspace from the device. Returns the
 // error message, or "" on success.
 std::string launch(Device& device, const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands) {
+  size_t workspace_bytes = 0;
   try {
-    const size_t workspace_bytes = kernel_workspace_bytes(kernel, problem);
-    DeviceMemory workspace = workspace_bytes > 0 ? device.allocate(workspace_bytes) : DeviceMemory();
-    kernel_launch(kernel, problem, operands, workspace.data(), workspace_bytes, nullptr);
-    device.synchronize(nullptr);
+    workspace_bytes = kernel_workspace_bytes(kernel, problem);
   } catch (const Failure& e) {
     return e.what();
   }
-  return "";
+  DeviceMemory workspace = workspace_bytes > 0 ? device.allocate(workspace_bytes) : DeviceMemory();
+  std::string error;
+  try {
+    kernel_launch(kernel, problem, operands, workspace.data(), workspace_bytes, nullptr);
+  } catch (const Failure& e) {
+    error = e.what();
+  }
+  device.synchronize(nullptr);  // failed or not, nothing may still run when the buffers go
+  return error;
 }
 
 // Do the bytes of an operand outside its rows x cols (row padding) differ?

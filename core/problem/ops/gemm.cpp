@@ -187,7 +187,7 @@ class Gemm final : public Op {
     }
     if (args->bias != nullptr) {
       check_tensor(args->bias, "bias", p);
-      check_vector(args->bias, "bias", p.n, fmt::format("n = {}", p.n));
+      check_vector(args->bias, "bias", p.n, "n = {}");
       p.has_bias = 1;
       o.bias = data_of(args->bias);
     }

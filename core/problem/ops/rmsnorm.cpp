@@ -59,7 +59,7 @@ class RmsNorm final : public RowOp {
     check_tensor(args->weight, "weight", p);
     check_tensor(args->y, "y", p);
     bind_rows(args->x, args->y, call);
-    check_vector(args->weight, "weight", p.cols, fmt::format("{} (the last dimension of x)", p.cols));
+    check_vector(args->weight, "weight", p.cols, "{} (the last dimension of x)");
     if (!(args->eps >= 0.0f)) invalid_argument("eps must be >= 0");
     arb_operands& o = call.operands;
     o.weight = data_of(args->weight);

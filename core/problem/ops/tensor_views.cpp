@@ -110,8 +110,9 @@ void bad_args(const size_t* struct_size, const char* function, size_t minimum) {
                                *struct_size, minimum));
 }
 
-void check_vector(const DLTensor* t, const char* name, int64_t size, const std::string& size_text) {
-  if (t->ndim != 1 || t->shape[0] != size) invalid_argument(fmt::format("{} must be 1-D of size {}", name, size_text));
+void check_vector(const DLTensor* t, const char* name, int64_t size, const char* size_format) {
+  if (t->ndim != 1 || t->shape[0] != size)
+    invalid_argument(fmt::format("{} must be 1-D of size {}", name, fmt::format(fmt::runtime(size_format), size)));
   if (t->strides != nullptr && size > 1 && t->strides[0] != 1)
     invalid_argument(fmt::format("{} must be contiguous (stride 1)", name));
 }

@@ -50,8 +50,9 @@ inline void check_same_shape(const DLTensor* t, const char* name, const DLTensor
   if (!same) [[unlikely]] not_same_shape(name, like_name);
 }
 
-// A 1-D contiguous vector of `size` elements (bias, weight).
-void check_vector(const DLTensor* t, const char* name, int64_t size, const std::string& size_text);
+// A 1-D contiguous vector of `size` elements (bias, weight). `size_format` says the size in
+// the message, with {} for the number ("n = {}"); it is formatted only on failure.
+void check_vector(const DLTensor* t, const char* name, int64_t size, const char* size_format);
 
 inline uint64_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
