@@ -5,7 +5,7 @@
 #include "problem/problem_text.hpp"
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
+#include "arbiter_base/strict_toml.hpp"
 
 #include <algorithm>
 #include <cmath>

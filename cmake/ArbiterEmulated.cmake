@@ -63,7 +63,7 @@ function(arbiter_add_emulated_plugin name)
                           SALT "SIMT emulator")
   arbiter_emulated_objects(objects SOURCES ${ARG_SOURCES}
     INCLUDE_DIRECTORIES ${ARG_INCLUDE_DIRECTORIES} "${ARBITER_PUBLIC_INCLUDE_DIR}" "${DLPACK_INCLUDE_DIR}"
-                        "${PROJECT_SOURCE_DIR}/plugins/common"
+                        "${PROJECT_SOURCE_DIR}/plugins/common" "${PROJECT_SOURCE_DIR}/base"
     DEFINITIONS "ARBITER_PLUGIN_BUILD_ID=\"${build_id}\"" ${ARG_DEFINITIONS}
     FLAGS_VAR flags)
   set(sources "")

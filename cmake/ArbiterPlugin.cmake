@@ -5,7 +5,7 @@
 # undefined symbols, never linked to libarbiter. The target is arbiter_<name>.
 #
 # ARBITER_PLUGIN_BUILD_ID is set to a hash of what is compiled: the sources, the headers
-# beside them and in HASH_DIRS, arbiter's public headers, the compiler and the flags. Any
+# beside them and in HASH_DIRS, arbiter's public headers and arbiter_base, the compiler and the flags. Any
 # change there changes the build id, which invalidates the plugin's tuning-table entries.
 # (CMake re-runs when a hashed file changes.)
 function(arbiter_add_plugin name)
@@ -31,12 +31,12 @@ endfunction()
 # arbiter_plugin_build_id(<out-var> SOURCES <files>... [HASH_DIRS <dirs>...] [SALT <text>])
 #
 # The build id of a plugin: a hash of its sources, the headers beside them and in HASH_DIRS,
-# arbiter's public headers, the compiler and the flags (SALT tells builds of the same sources
+# arbiter's public headers and arbiter_base, the compiler and the flags (SALT tells builds of the same sources
 # apart, e.g. the SIMT emulator's).
 function(arbiter_plugin_build_id out)
   cmake_parse_arguments(ARG "" "SALT" "SOURCES;HASH_DIRS" ${ARGN})
   set(hashed_files "")
-  set(header_dirs ${ARG_HASH_DIRS} ${ARBITER_PUBLIC_INCLUDE_DIR}/arbiter)
+  set(header_dirs ${ARG_HASH_DIRS} ${ARBITER_PUBLIC_INCLUDE_DIR}/arbiter ${ARBITER_BASE_INCLUDE_DIR})
   foreach(source IN LISTS ARG_SOURCES)
     get_filename_component(path "${source}" ABSOLUTE)
     list(APPEND hashed_files "${path}")

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """The folders of core/ depend on each other without a cycle (docs/architecture.md, "Layers"),
-and code outside core/problem/ops/ names no op but through the op table ("Ops").
+code outside core/problem/ops/ names no op but through the op table ("Ops"), and base/ (shared
+with the plugins, which cannot link core) includes nothing of core, the plugins or the tools.
 
-Usage: check_folder_layers.py <core-dir>. Exits 1 naming the cycle or the file."""
+Usage: check_folder_layers.py <core-dir> <base-dir>. Exits 1 naming the cycle or the file."""
 import os
 import re
 import sys
 
 core = sys.argv[1]
+base = sys.argv[2]
 edges = {}
 op_names = re.compile(r"ARB_OP_(GEMM|RMSNORM|SOFTMAX)")
 naming = []
@@ -39,6 +41,14 @@ def cycle_from(start):
     return None
 
 failed = False
+for root, _, files in os.walk(base):
+    for name in files:
+        path = os.path.join(root, name)
+        for include in re.findall(r'#include "([^"]+)"', open(path, encoding="utf-8").read()):
+            if not include.startswith("arbiter_base/"):
+                print(f"{os.path.relpath(path, base)} includes \"{include}\": base/ may include only arbiter_base/, "
+                      "the public headers and libraries")
+                failed = True
 for folder in sorted(edges):
     cycle = cycle_from(folder)
     if cycle:
@@ -49,5 +59,6 @@ for rel in naming:
     print(f"{rel} names an op code; ask the op table (core/problem/op_table.hpp) instead")
     failed = True
 if not failed:
-    print(f"{len(edges)} folders, no include cycle; no op named outside core/problem/ops/ and the C entry points")
+    print(f"{len(edges)} folders, no include cycle; no op named outside core/problem/ops/ and the C entry points; "
+          "base/ self-contained")
 sys.exit(1 if failed else 0)

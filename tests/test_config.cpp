@@ -1,6 +1,6 @@
 // Configuration: the embedded default, every key, and errors with file, line and column.
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "config/config.hpp"
 
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
 // Every op x dtype x transpose x epilogue of each CPU plugin against the reference plugin
 // on random data, with edge shapes (1, primes, non-multiples of the block sizes, padded
 // leading dimensions). And the reference itself against a naive computation here.
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "device/problem_buffers.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"

@@ -5,7 +5,7 @@
 #include "api/last_error.hpp"
 #include "common/failure.hpp"
 #include "common/log.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "context.hpp"
 #include "problem/op_table.hpp"
 #include "problem/ops/ops.hpp"

@@ -1,5 +1,5 @@
-// Reading a whole text file (configs, tuning tables, shape suites): the one place that
-// opens them, so that what may be read (and how much) is decided once.
+// The host's side of the shared file reader (arbiter_base/text_file.hpp): a file that cannot
+// be read becomes Failure(status) with the status the caller chose.
 #pragma once
 
 #include <arbiter/types.h>

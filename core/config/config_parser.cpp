@@ -1,14 +1,13 @@
 // TOML -> Config. Every key is checked: unknown keys, wrong types and bad values are
 // reported with file, line and column, and fail context creation.
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "common/text_file.hpp"
 #include "config/config.hpp"
 #include "config/toml_section.hpp"
 #include "problem/op_table.hpp"
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include <filesystem>
 #include <set>
@@ -40,14 +39,14 @@ std::string resolve_path(const std::string& path, const std::string& base_dir) {
 }
 
 void read_plugins(Section& root, const std::string& source, const std::string& base_dir, PluginsConfig& out) {
-  const toml::table* table = subtable(root, "plugins");
+  const toml::table* table = root.table("plugins");
   if (table == nullptr) return;
   Section s(*table, "plugins", source, ARB_ERR_CONFIG);
   for (const std::string& path : s.strings("paths")) out.paths.push_back(resolve_path(path, base_dir));
   if (auto v = s.boolean("search_default_paths")) out.search_default_paths = *v;
   out.enable = s.strings("enable");
   out.disable = s.strings("disable");
-  if (const toml::table* priorities = subtable(s, "priority")) {
+  if (const toml::table* priorities = s.table("priority")) {
     Section p(*priorities, "plugins.priority", source, ARB_ERR_CONFIG);
     for (const auto& [key, node] : *priorities) {
       const std::string name(key.str());
@@ -104,7 +103,7 @@ OverrideRule read_override(const toml::table& table, const std::string& source) 
 }
 
 void read_dispatch(Section& root, const std::string& source, DispatchConfig& out) {
-  const toml::table* table = subtable(root, "dispatch");
+  const toml::table* table = root.table("dispatch");
   if (table == nullptr) return;
   Section s(*table, "dispatch", source, ARB_ERR_CONFIG);
   if (auto on_miss = s.string("on_miss")) {
@@ -131,7 +130,7 @@ void read_dispatch(Section& root, const std::string& source, DispatchConfig& out
 }
 
 void read_table(Section& root, const std::string& source, const std::string& base_dir, TableConfig& out) {
-  const toml::table* table = subtable(root, "table");
+  const toml::table* table = root.table("table");
   if (table == nullptr) return;
   Section s(*table, "table", source, ARB_ERR_CONFIG);
   if (auto path = s.string("path")) out.path = resolve_path(*path, base_dir);
@@ -150,7 +149,7 @@ void read_table(Section& root, const std::string& source, const std::string& bas
 }
 
 void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
-  const toml::table* table = subtable(root, "verify");
+  const toml::table* table = root.table("verify");
   if (table == nullptr) return;
   Section s(*table, "verify", source, ARB_ERR_CONFIG);
   if (auto v = s.boolean("allow_unverified")) out.allow_unverified = *v;
@@ -163,7 +162,7 @@ void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
 }
 
 void read_tune(Section& root, const std::string& source, TuneConfig& out) {
-  const toml::table* table = subtable(root, "tune");
+  const toml::table* table = root.table("tune");
   if (table == nullptr) return;
   Section s(*table, "tune", source, ARB_ERR_CONFIG);
   auto bounded = [&](const char* key, int64_t lo, int64_t hi, int& field) {
@@ -192,7 +191,7 @@ void read_tune(Section& root, const std::string& source, TuneConfig& out) {
 }
 
 void read_cuda(Section& root, const std::string& source, CudaConfig& out) {
-  const toml::table* table = subtable(root, "cuda");
+  const toml::table* table = root.table("cuda");
   if (table == nullptr) return;
   Section s(*table, "cuda", source, ARB_ERR_CONFIG);
   if (auto device = s.string("device")) {

@@ -1,5 +1,6 @@
 #include "plugin/plugin_search.hpp"
 
+#include "arbiter_base/path_list.hpp"
 #include "version.hpp"
 
 #include <dlfcn.h>
@@ -15,20 +16,6 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kPrefix = "arbiter_";
 constexpr std::string_view kSuffix = ".so";
-
-std::vector<std::string> split_path_list(const char* list) {
-  std::vector<std::string> out;
-  if (list == nullptr) return out;
-  std::string_view rest(list);
-  while (!rest.empty()) {
-    const size_t colon = rest.find(':');
-    std::string_view item = rest.substr(0, colon);
-    if (!item.empty()) out.emplace_back(item);
-    if (colon == std::string_view::npos) break;
-    rest.remove_prefix(colon + 1);
-  }
-  return out;
-}
 
 }  // namespace
 

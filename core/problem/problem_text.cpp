@@ -1,7 +1,7 @@
 #include "problem/problem_text.hpp"
 
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "problem/op.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"

@@ -5,7 +5,6 @@
 #include "config/toml_section.hpp"
 
 #include <fmt/format.h>
-#include <toml++/toml.h>
 
 #include <algorithm>
 #include <chrono>
@@ -64,7 +63,7 @@ TuningTable TuningTable::parse(std::string_view text, const std::string& source)
   const int64_t schema = root.required_integer("schema");
   if (schema != kSchema)
     root.error(*root.find("schema"), fmt::format("schema {} is not supported (this arbiter reads schema {})", schema, kSchema));
-  if (const toml::table* devices = subtable(root, "devices")) {
+  if (const toml::table* devices = root.table("devices")) {
     for (const auto& [id, node] : *devices) {
       if (!node.is_table()) root.wrong_type(node, "devices." + std::string(id.str()), "a table");
       table.devices_[std::string(id.str())] = read_device(*node.as_table(), std::string(id.str()), source);

@@ -2,7 +2,7 @@
 
 #include "common/failure.hpp"
 #include "common/log.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "verify/accuracy.hpp"

@@ -1,6 +1,6 @@
 #include "verify/verifier.hpp"
 
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
 #include "common/failure.hpp"

@@ -11,6 +11,7 @@
 
 #include "cuda_plugin_support.hpp"
 #include "kernel_manifest.hpp"
+#include "arbiter_base/path_list.hpp"
 #include "kernel_module.hpp"
 #include "sha256.hpp"
 
@@ -35,6 +36,7 @@ using arbiter::plugin::check_cuda;
 using arbiter::plugin::Error;
 using arbiter::plugin::Launch;
 using arbiter::plugin::Why;
+using arbiter::split_path_list;
 
 constexpr const char* kPlugin = "generated";
 
@@ -44,28 +46,13 @@ struct LoadedKernel {
   std::map<int32_t, std::unique_ptr<arbiter::generated::KernelModule>> functions;
 };
 
-std::vector<std::string> split(const char* list) {
-  std::vector<std::string> out;
-  if (list == nullptr) return out;
-  std::string rest(list);
-  size_t start = 0;
-  while (start <= rest.size()) {
-    const size_t colon = rest.find(':', start);
-    const std::string item = rest.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
-    if (!item.empty()) out.push_back(item);
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  return out;
-}
-
 // The manifests to load, in a stable order.
 std::vector<std::string> manifest_files() {
   std::vector<std::string> roots;
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(&manifest_files), &info) != 0 && info.dli_fname != nullptr)
     roots.push_back((fs::path(info.dli_fname).parent_path() / "generated").string());
-  for (const std::string& p : split(std::getenv("ARBITER_GENERATED_PATH"))) roots.push_back(p);
+  for (const std::string& p : split_path_list(std::getenv("ARBITER_GENERATED_PATH"))) roots.push_back(p);
   std::vector<std::string> files;
   for (const std::string& root : roots) {
     std::error_code ec;
@@ -79,7 +66,7 @@ std::vector<std::string> manifest_files() {
       files.push_back(root);
     }
   }
-  for (const std::string& f : split(std::getenv("ARBITER_GENERATED_MANIFESTS"))) files.push_back(f);
+  for (const std::string& f : split_path_list(std::getenv("ARBITER_GENERATED_MANIFESTS"))) files.push_back(f);
   return files;
 }
 

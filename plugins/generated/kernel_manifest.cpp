@@ -2,97 +2,18 @@
 
 #include "sha256.hpp"
 
-#include <toml++/toml.h>
+#include "arbiter_base/abi_names.hpp"
+#include "arbiter_base/strict_toml.hpp"
+#include "arbiter_base/text_file.hpp"
 
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <set>
-#include <sstream>
 #include <stdexcept>
 
 namespace arbiter::generated {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A strict reader of one table: consumed keys are remembered, the rest is an error.
-class Reader {
- public:
-  Reader(const toml::table& table, std::string prefix, const std::string& path)
-      : table_(table), prefix_(std::move(prefix)), path_(path) {}
-
-  [[noreturn]] void error(const toml::node& node, const std::string& what) const { error_at(node.source().begin, what); }
-  [[noreturn]] void error_at(const toml::source_position& pos, const std::string& what) const {
-    throw std::runtime_error(path_ + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column) + ": " + what);
-  }
-  const toml::node* find(std::string_view key) {
-    seen_.insert(std::string(key));
-    return table_.get(key);
-  }
-  std::string string(std::string_view key, bool required) {
-    const toml::node* n = find(key);
-    if (n == nullptr) {
-      if (required) error(table_, "'" + name(key) + "' is missing");
-      return "";
-    }
-    if (!n->is_string()) error(*n, "'" + name(key) + "' must be a string");
-    return n->as_string()->get();
-  }
-  std::optional<int64_t> integer(std::string_view key) {
-    const toml::node* n = find(key);
-    if (n == nullptr) return std::nullopt;
-    if (!n->is_integer()) error(*n, "'" + name(key) + "' must be an integer");
-    return n->as_integer()->get();
-  }
-  std::optional<bool> boolean(std::string_view key) {
-    const toml::node* n = find(key);
-    if (n == nullptr) return std::nullopt;
-    if (!n->is_boolean()) error(*n, "'" + name(key) + "' must be true or false");
-    return n->as_boolean()->get();
-  }
-  std::vector<std::string> strings(std::string_view key, bool required) {
-    const toml::node* n = find(key);
-    std::vector<std::string> out;
-    if (n == nullptr) {
-      if (required) error(table_, "'" + name(key) + "' is missing");
-      return out;
-    }
-    const toml::array* a = n->as_array();
-    if (a == nullptr) error(*n, "'" + name(key) + "' must be an array of strings");
-    for (const toml::node& item : *a) {
-      if (!item.is_string()) error(item, "'" + name(key) + "' must be an array of strings");
-      out.push_back(item.as_string()->get());
-    }
-    return out;
-  }
-  const toml::table* table(std::string_view key) {
-    const toml::node* n = find(key);
-    if (n == nullptr) return nullptr;
-    if (!n->is_table()) error(*n, "'" + name(key) + "' must be a table");
-    return n->as_table();
-  }
-  void finish() const {
-    for (const auto& [key, node] : table_)
-      if (!seen_.count(std::string(key.str()))) error_at(key.source().begin, "unknown key '" + name(key.str()) + "'");
-  }
-  const toml::table& node() const { return table_; }
-  std::string name(std::string_view key) const { return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key); }
-
- private:
-  const toml::table& table_;
-  std::string prefix_;
-  const std::string& path_;
-  std::set<std::string> seen_;
-};
 
 int32_t parse_op_name(const std::string& op) {
   if (op == "gemm") return ARB_OP_GEMM;
@@ -101,41 +22,25 @@ int32_t parse_op_name(const std::string& op) {
   return ARB_OP_INVALID;
 }
 
-int32_t parse_dtype_name(const std::string& dtype) {
-  if (dtype == "f32") return ARB_DTYPE_F32;
-  if (dtype == "f16") return ARB_DTYPE_F16;
-  if (dtype == "bf16") return ARB_DTYPE_BF16;
-  return ARB_DTYPE_INVALID;
-}
-
-int32_t parse_activation_name(const std::string& act) {
-  if (act == "none") return ARB_ACT_NONE;
-  if (act == "relu") return ARB_ACT_RELU;
-  if (act == "gelu_tanh") return ARB_ACT_GELU_TANH;
-  if (act == "gelu" || act == "gelu_erf") return ARB_ACT_GELU_ERF;
-  if (act == "silu") return ARB_ACT_SILU;
-  return -1;
-}
-
 // "grid = ["ceil_div(n, 8)", "m"]" -> up to three formulas.
-int read_dims(Reader& r, std::string_view key, Formula out[3]) {
-  const std::vector<std::string> texts = r.strings(key, true);
-  if (texts.empty() || texts.size() > 3) r.error(*r.find(key), "'" + r.name(key) + "' needs one to three formulas");
+int read_dims(StrictTable& r, std::string_view key, Formula out[3]) {
+  const std::vector<std::string> texts = r.required_strings(key);
+  if (texts.empty() || texts.size() > 3) r.error_at(key, "'" + r.qualified(key) + "' needs one to three formulas");
   for (size_t i = 0; i < texts.size(); ++i) {
     try {
       out[i] = Formula::parse(texts[i]);
     } catch (const std::invalid_argument& e) {
-      r.error(*r.find(key), e.what());
+      r.error_at(key, e.what());
     }
   }
   for (size_t i = texts.size(); i < 3; ++i) out[i] = Formula::parse("1");
   return static_cast<int>(texts.size());
 }
 
-void read_constraints(Reader& r, Constraints& c) {
+void read_constraints(StrictTable& r, Constraints& c) {
   auto positive = [&](const char* key, std::optional<int64_t>& field) {
     if (auto v = r.integer(key)) {
-      if (*v < 1) r.error(*r.find(key), std::string("'") + key + "' must be at least 1");
+      if (*v < 1) r.error_at(key, std::string("'") + key + "' must be at least 1");
       field = *v;
     }
   };
@@ -160,20 +65,20 @@ void read_constraints(Reader& r, Constraints& c) {
   multiple("cols_multiple_of", c.cols_multiple_of);
   for (const char* key : {"trans_a", "trans_b"}) {
     if (auto v = r.integer(key)) {
-      if (*v != 0 && *v != 1) r.error(*r.find(key), std::string("'") + key + "' must be 0 or 1");
+      if (*v != 0 && *v != 1) r.error_at(key, std::string("'") + key + "' must be 0 or 1");
       (std::string(key) == "trans_a" ? c.trans_a : c.trans_b) = static_cast<int32_t>(*v);
     }
   }
-  for (const std::string& a : r.strings("activations", false)) {
-    const int32_t code = parse_activation_name(a);
-    if (code < 0) r.error(*r.find("activations"), "unknown activation '" + a + "'");
-    c.activations.push_back(code);
+  for (const std::string& a : r.strings("activations")) {
+    const std::optional<arb_activation> code = parse_activation(a);
+    if (!code) r.error_at("activations", "unknown activation '" + a + "'");
+    c.activations.push_back(*code);
   }
   if (auto v = r.boolean("bias")) c.bias = *v;
   if (auto v = r.boolean("c")) c.c = *v;
   if (auto v = r.boolean("residual")) c.residual = *v;
   if (auto v = r.integer("alignment")) {
-    if (*v < 1 || *v > 256 || (*v & (*v - 1)) != 0) r.error(*r.find("alignment"), "'alignment' must be a power of two up to 256");
+    if (*v < 1 || *v > 256 || (*v & (*v - 1)) != 0) r.error_at("alignment", "'alignment' must be a power of two up to 256");
     c.alignment = static_cast<int32_t>(*v);
   }
   r.finish();
@@ -193,60 +98,54 @@ const char* signature_for(int32_t op) {
 Manifest load_manifest(const std::string& path) {
   Manifest m;
   m.path = path;
-  toml::table document;
-  try {
-    document = toml::parse(read_file(path), path);
-  } catch (const toml::parse_error& e) {
-    const auto& pos = e.source().begin;
-    throw std::runtime_error(path + ":" + std::to_string(pos.line) + ":" + std::to_string(pos.column) + ": " +
-                             std::string(e.description()));
-  }
-  Reader r(document, "", path);
-  m.name = r.string("name", true);
+  const std::string text = read_text_file(path, "kernel manifest");
+  const toml::table document = parse_toml_document(text, path);
+  StrictTable r(document, "", path);
+  m.name = r.required_string("name");
   for (char ch : m.name)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-'))
-      r.error(*r.find("name"), "'name' may use letters, digits, '_' and '-' only");
-  const std::string op = r.string("op", true);
+      r.error_at("name", "'name' may use letters, digits, '_' and '-' only");
+  const std::string op = r.required_string("op");
   m.op = parse_op_name(op);
-  if (m.op == ARB_OP_INVALID) r.error(*r.find("op"), "unknown op '" + op + "' (gemm, rmsnorm, softmax)");
-  m.signature = r.string("signature", true);
+  if (m.op == ARB_OP_INVALID) r.error_at("op", "unknown op '" + op + "' (gemm, rmsnorm, softmax)");
+  m.signature = r.required_string("signature");
   if (m.signature != signature_for(m.op))
-    r.error(*r.find("signature"), "op " + op + " uses signature '" + signature_for(m.op) + "', not '" + m.signature + "'");
-  m.entry = r.string("entry", true);
-  m.description = r.string("description", false);
-  m.source_path = (fs::path(path).parent_path() / r.string("source", true)).string();
-  for (const std::string& d : r.strings("dtypes", true)) {
-    const int32_t code = parse_dtype_name(d);
-    if (code == ARB_DTYPE_INVALID) r.error(*r.find("dtypes"), "unknown dtype '" + d + "' (f32, f16, bf16)");
-    m.dtypes.push_back(code);
+    r.error_at("signature", "op " + op + " uses signature '" + signature_for(m.op) + "', not '" + m.signature + "'");
+  m.entry = r.required_string("entry");
+  m.description = r.string("description").value_or("");
+  m.source_path = (fs::path(path).parent_path() / r.required_string("source")).string();
+  for (const std::string& d : r.required_strings("dtypes")) {
+    const std::optional<arb_dtype> code = parse_dtype(d);
+    if (!code) r.error_at("dtypes", "unknown dtype '" + d + "' (f32, f16, bf16)");
+    m.dtypes.push_back(*code);
   }
   if (auto v = r.boolean("deterministic")) m.deterministic = *v;
 
   const toml::table* launch = r.table("launch");
   if (launch == nullptr) r.error(document, "'[launch]' is missing");
-  Reader l(*launch, "launch", path);
+  StrictTable l(*launch, "launch", path);
   m.grid_dims = read_dims(l, "grid", m.grid);
   m.block_dims = read_dims(l, "block", m.block);
-  const std::string shared = l.string("shared_bytes", false);
+  const std::string shared = l.string("shared_bytes").value_or("");
   try {
     m.shared_bytes = Formula::parse(shared.empty() ? "0" : shared);
   } catch (const std::invalid_argument& e) {
-    l.error(*l.find("shared_bytes"), e.what());
+    l.error_at("shared_bytes", e.what());
   }
   l.finish();
 
   if (const toml::table* constraints = r.table("constraints")) {
-    Reader c(*constraints, "constraints", path);
+    StrictTable c(*constraints, "constraints", path);
     read_constraints(c, m.constraints);
   }
 
   const toml::table* provenance = r.table("provenance");
   if (provenance == nullptr) r.error(document, "'[provenance]' is missing: generator, date and source_sha256 are required");
-  Reader p(*provenance, "provenance", path);
-  m.provenance.generator = p.string("generator", true);
-  m.provenance.date = p.string("date", true);
-  m.provenance.source_sha256 = p.string("source_sha256", true);
-  m.provenance.notes = p.string("notes", false);
+  StrictTable p(*provenance, "provenance", path);
+  m.provenance.generator = p.required_string("generator");
+  m.provenance.date = p.required_string("date");
+  m.provenance.source_sha256 = p.required_string("source_sha256");
+  m.provenance.notes = p.string("notes").value_or("");
   p.finish();
 
   if (const toml::node* shapes = r.find("shape")) {
@@ -254,17 +153,17 @@ Manifest load_manifest(const std::string& path) {
     if (a == nullptr) r.error(*shapes, "'shape' must be an array of tables ([[shape]])");
     for (const toml::node& item : *a) {
       if (!item.is_table()) r.error(item, "'shape' must be an array of tables ([[shape]])");
-      Reader s(*item.as_table(), "shape", path);
-      m.shapes.push_back(s.string("problem", true));
+      StrictTable s(*item.as_table(), "shape", path);
+      m.shapes.push_back(s.required_string("problem"));
       s.finish();
     }
   }
   r.finish();
 
-  m.source = read_file(m.source_path);
+  m.source = read_text_file(m.source_path, "kernel source");
   const std::string actual = sha256_hex(m.source);
   if (actual != m.provenance.source_sha256)
-    p.error(*p.find("source_sha256"), "the source " + m.source_path + " has SHA-256 " + actual +
+    p.error_at("source_sha256", "the source " + m.source_path + " has SHA-256 " + actual +
                                           ", not the one recorded: a changed kernel must be declared again");
   return m;
 }

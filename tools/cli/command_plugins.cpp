@@ -1,7 +1,7 @@
 // arbiter plugins: what was found, loaded, disabled and rejected, and the kernels.
 #include "cli.hpp"
 
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "plugin/plugin_search.hpp"
 #include "problem/op_table.hpp"
 

@@ -7,7 +7,7 @@
 #include "cli.hpp"
 
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "common/quoted.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"

@@ -3,7 +3,7 @@
 #include "cli.hpp"
 
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "problem/problem.hpp"
 
 #include <fmt/format.h>

@@ -2,7 +2,7 @@
 #include "problem/ops/ops.hpp"
 
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "problem/ops/shape_helpers.hpp"
 #include "problem/ops/tensor_views.hpp"
 #include "problem/problem.hpp"

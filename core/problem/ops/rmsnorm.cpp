@@ -4,7 +4,7 @@
 #include "problem/ops/row_op.hpp"
 
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 
 
 namespace arbiter {

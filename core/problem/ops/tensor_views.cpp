@@ -1,7 +1,7 @@
 #include "problem/ops/tensor_views.hpp"
 
 #include "common/failure.hpp"
-#include "common/names.hpp"
+#include "arbiter_base/abi_names.hpp"
 #include "problem/problem.hpp"
 
 #include <fmt/format.h>

@@ -1,0 +1,120 @@
+// base/: the pieces the host and the plugins share (ABI names, path lists, the strict TOML
+// reader), tested once here for both.
+#include "arbiter_base/abi_names.hpp"
+#include "arbiter_base/path_list.hpp"
+#include "arbiter_base/strict_toml.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace arbiter;
+
+TEST_CASE("base.names: every ABI value has a name that parses back to it") {
+  for (int32_t d : {ARB_DTYPE_F32, ARB_DTYPE_F16, ARB_DTYPE_BF16}) CHECK(parse_dtype(dtype_name(d)) == d);
+  for (int32_t a : {ARB_ACT_NONE, ARB_ACT_RELU, ARB_ACT_GELU_TANH, ARB_ACT_GELU_ERF, ARB_ACT_SILU})
+    CHECK(parse_activation(activation_name(a)) == a);
+  for (int32_t l = ARB_LOG_TRACE; l <= ARB_LOG_OFF; ++l) CHECK(parse_log_level(log_level_name(l)) == l);
+  for (int32_t d : {kDLCPU, kDLCUDA}) CHECK(parse_device(device_name(d)) == d);
+  CHECK(provenance_name(ARB_PROVENANCE_AI_GENERATED) == "ai_generated");
+  CHECK(provenance_name(ARB_PROVENANCE_UNSPECIFIED) == "unspecified");
+}
+
+TEST_CASE("base.names: aliases, and values and words outside the ABI") {
+  CHECK(parse_dtype("bfloat16") == ARB_DTYPE_BF16);
+  CHECK(parse_dtype("float32") == ARB_DTYPE_F32);
+  CHECK(parse_activation("gelu_erf") == ARB_ACT_GELU_ERF);
+  CHECK(activation_name(ARB_ACT_GELU_ERF) == "gelu");  // the exact form, as PyTorch names it
+  CHECK_FALSE(parse_dtype("invalid"));                 // the name of 0 is not a dtype
+  CHECK_FALSE(parse_dtype("F32"));
+  CHECK_FALSE(parse_dtype(""));
+  CHECK_FALSE(parse_activation("gelu_fast"));
+  CHECK_FALSE(parse_log_level("verbose"));
+  CHECK(dtype_name(-1) == "invalid");
+  CHECK(dtype_name(4) == "invalid");
+  CHECK(activation_name(99) == "invalid");
+  CHECK(provenance_name(5) == "unknown");
+  CHECK(log_level_name(-3) == "off");
+  CHECK(device_name(7) == "other");
+}
+
+TEST_CASE("base.path lists: colons separate, empty items are skipped") {
+  CHECK(split_path_list(nullptr).empty());
+  CHECK(split_path_list("").empty());
+  CHECK(split_path_list("::").empty());
+  CHECK(split_path_list("/a") == std::vector<std::string>{"/a"});
+  CHECK(split_path_list(":/a::/b c:") == std::vector<std::string>{"/a", "/b c"});
+}
+
+namespace {
+
+// A host-side reader that throws its own type, as core's Section does.
+struct HostError {
+  std::string message;
+};
+class HostTable : public StrictTable {
+ public:
+  using StrictTable::StrictTable;
+
+ private:
+  void raise(const std::string& message) const override { throw HostError{message}; }
+};
+
+std::string error_of(const std::string& text, void (*read)(StrictTable&)) {
+  const std::string source = "test.toml";
+  const toml::table document = parse_toml_document(text, source);
+  HostTable root(document, "", source);
+  try {
+    read(root);
+    root.finish();
+  } catch (const HostError& e) {
+    return e.message;
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("base.strict TOML: typed keys, positions, and keys nobody asked for") {
+  auto reads_all = [](StrictTable& t) {
+    CHECK(t.required_string("name") == "x");
+    CHECK(t.integer("count") == 3);
+    CHECK(t.number("scale") == doctest::Approx(0.5));
+    CHECK(t.number("count") == doctest::Approx(3.0));  // an integer is a number
+    CHECK(t.strings("list") == std::vector<std::string>{"a", "b"});
+    CHECK_FALSE(t.boolean("absent"));
+    const toml::table* sub = t.table("sub");
+    REQUIRE(sub != nullptr);
+    HostTable s(*sub, "sub", "test.toml");
+    CHECK(s.required_boolean("on"));
+    s.finish();
+  };
+  CHECK(error_of("name = 'x'\ncount = 3\nscale = 0.5\nlist = ['a', 'b']\n[sub]\non = true\n", reads_all) == "");
+
+  auto reads_name = [](StrictTable& t) { t.string("name"); };
+  CHECK(error_of("name = 'x'\nnmae = 'y'\n", reads_name) == "test.toml:2:1: unknown key 'nmae'");
+  CHECK(error_of("name = 4\n", reads_name) == "test.toml:1:8: 'name' must be a string");
+  auto requires_count = [](StrictTable& t) { t.required_integer("count"); };
+  CHECK(error_of("count = 1.5\n", requires_count) == "test.toml:1:9: 'count' must be an integer");
+  CHECK(error_of("\n", requires_count).find("'count' is missing") != std::string::npos);
+  auto reads_list = [](StrictTable& t) { t.required_strings("list"); };
+  CHECK(error_of("list = ['a', 2]\n", reads_list) == "test.toml:1:14: 'list' must be an array of strings");
+  auto reads_sub = [](StrictTable& t) {
+    const toml::table* sub = t.table("sub");
+    HostTable s(*sub, "sub", "test.toml");
+    s.finish();
+  };
+  CHECK(error_of("[sub]\nkey = 1\n", reads_sub) == "test.toml:2:1: unknown key 'sub.key'");
+  CHECK(error_of("sub = 1\n", reads_sub) == "test.toml:1:7: 'sub' must be a table");
+}
+
+TEST_CASE("base.strict TOML: a syntax error names the source, line and column") {
+  std::string message;
+  try {
+    parse_toml_document("a = 1\nb = = 2\n", "bad.toml");
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  CHECK(message.rfind("bad.toml:2:", 0) == 0);
+}
