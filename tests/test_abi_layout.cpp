@@ -59,7 +59,12 @@ static_assert(offsetof(arb_plugin_info, provenance) == 72);
 static_assert(offsetof(arb_plugin_info, priority) == 76);
 static_assert(offsetof(arb_plugin_info, kernel_count) == 80);
 static_assert(offsetof(arb_plugin_info, runtime_version) == 88);
-static_assert(sizeof(arb_plugin_info) == 96);
+static_assert(offsetof(arb_plugin_info, sha256) == 96);
+static_assert(offsetof(arb_plugin_info, origin) == 104);
+static_assert(offsetof(arb_plugin_info, trust) == 112);
+static_assert(offsetof(arb_plugin_info, reserved) == 116);
+static_assert(sizeof(arb_plugin_info) == 120);
+static_assert(ARB_PLUGIN_TRUST_NONE == 0 && ARB_PLUGIN_TRUST_ORACLE == 1 && ARB_PLUGIN_TRUST_CONFIG == 2);
 // arb_kernel_info
 static_assert(offsetof(arb_kernel_info, struct_size) == 0);
 static_assert(offsetof(arb_kernel_info, name) == 8);

@@ -2,10 +2,12 @@
 // reader), tested once here for both.
 #include "arbiter_base/abi_names.hpp"
 #include "arbiter_base/path_list.hpp"
+#include "arbiter_base/sha256.hpp"
 #include "arbiter_base/strict_toml.hpp"
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -117,4 +119,35 @@ TEST_CASE("base.strict TOML: a syntax error names the source, line and column") 
     message = e.what();
   }
   CHECK(message.rfind("bad.toml:2:", 0) == 0);
+}
+
+TEST_CASE("base.sha256 matches the standard test vectors, whole or fed in pieces") {
+  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(sha256_hex(std::string(1000, 'a')) == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+  const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  CHECK(sha256_hex(two_blocks) == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  for (size_t piece : {1, 3, 55, 56, 63, 64, 65}) {
+    const std::string text = std::string(1000, 'a');
+    Sha256 hash;
+    for (size_t at = 0; at < text.size(); at += piece) hash.update(std::string_view(text).substr(at, piece));
+    CHECK(hash.hex_digest() == "41edece42d63e8d9bf515a9ba6932e1c20cbc9f5a5d134645adb5db1b9737ea3");
+  }
+}
+
+TEST_CASE("base.sha256: the SHA extensions and the portable code agree on every length") {
+  if (!Sha256::uses_sha_extensions()) {
+    MESSAGE("this CPU has no SHA extensions: only the portable code runs (tested above)");
+    return;
+  }
+  std::string data(5000, '\0');
+  uint32_t x = 12345;
+  for (char& c : data) c = static_cast<char>((x = x * 1664525u + 1013904223u) >> 24);
+  for (size_t length : {0, 1, 55, 56, 63, 64, 65, 127, 128, 129, 1000, 4999, 5000}) {
+    CAPTURE(length);
+    Sha256 fast, portable(true);
+    fast.update(std::string_view(data).substr(0, length));
+    portable.update(std::string_view(data).substr(0, length));
+    CHECK(fast.hex_digest() == portable.hex_digest());
+  }
 }

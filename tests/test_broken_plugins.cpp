@@ -48,6 +48,7 @@ TEST_CASE("every broken plugin is rejected with its reason") {
       {"bad_kernel", "supports and launch are required"},
       {"too_small", "below the minimum"},
       {"zz_duplicate", "duplicate of plugin 'refuses_all'"},
+      {"shadow_reference", "is the verification oracle's, built into"},
   };
   for (const auto& [file, reason] : expected) {
     CAPTURE(file);
@@ -114,9 +115,9 @@ TEST_CASE("the verification gate keeps kernels that fail or throw at launch out 
 }
 
 TEST_CASE("a kernel that fails or throws at launch gives ARB_ERR_KERNEL with its message") {
-  // Without the gate (allow_unverified, which never admits AI-generated kernels), the
-  // kernel runs and its failure reaches the caller.
-  const auto context = fixtures_and_shipped("[verify]\nallow_unverified = true\n");
+  // Without the gate (the fixture trusted by path and hash), the kernel runs and its failure
+  // reaches the caller.
+  const auto context = fixtures_and_shipped(test::trusting({test::fixture_file("misbehaves")}));
   std::vector<float> y;
   try {
     softmax_row(*context, 7, y);
@@ -178,17 +179,17 @@ TEST_CASE("ARBITER_PLUGIN_PATH is searched, duplicates of one file are listed on
     const test::ScopedEnv env("ARBITER_PLUGIN_PATH", list);
     return test::make_context("[plugins]\nsearch_default_paths = true\n");
   }();
-  size_t references = 0;
-  for (const auto& p : context->registry().plugins()) references += p->name == "reference";
-  CHECK(references == 1);  // the env folder, again in the env and the install folder: one file
-  CHECK(test::plugin_named(*context, "reference")->state == PluginState::loaded);
+  size_t cpus = 0;
+  for (const auto& p : context->registry().plugins()) cpus += p->name == "cpu";
+  CHECK(cpus == 1);  // the env folder, again in the env and the install folder: one file
+  CHECK(test::plugin_named(*context, "cpu")->state == PluginState::loaded);
   bool noted = false;
   for (const std::string& note : context->registry().notes()) noted |= note.find("/nonexistent") != std::string::npos;
   CHECK(noted);
 }
 
 TEST_CASE("the public API lists rejected plugins with reasons") {
-  const std::string toml = test::config_loading({test::fixture_file("throws"), test::plugin_file("reference")});
+  const std::string toml = test::config_loading({test::fixture_file("throws")});
   arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
   options.config_toml = toml.c_str();
   arb_context ctx = nullptr;

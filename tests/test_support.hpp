@@ -1,6 +1,8 @@
 // Helpers shared by the test suites.
 #pragma once
 
+#include "arbiter_base/sha256.hpp"
+#include "arbiter_base/text_file.hpp"
 #include "config/config.hpp"
 #include "context.hpp"
 
@@ -29,9 +31,18 @@ inline std::string config_loading(const std::vector<std::string>& files, const s
   return toml + "]\n" + extra;
 }
 
+// TOML that trusts these plugin files by path and content ([[plugins.trust]]): their kernels
+// run without the gate (AI-generated ones excepted).
+inline std::string trusting(const std::vector<std::string>& files) {
+  std::string toml;
+  for (const std::string& file : files)
+    toml += "[[plugins.trust]]\npath = \"" + file + "\"\nsha256 = \"" + sha256_hex(read_text_file(file, "plugin")) + "\"\n";
+  return toml;
+}
+
 // The shipped CPU plugins.
 inline std::vector<std::string> shipped_plugins() {
-  std::vector<std::string> files = {plugin_file("reference"), plugin_file("cpu")};
+  std::vector<std::string> files = {plugin_file("cpu")};
 #ifdef ARBITER_TEST_HAVE_OPENBLAS
   files.push_back(plugin_file("openblas"));
 #endif

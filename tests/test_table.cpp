@@ -152,6 +152,7 @@ TEST_CASE("table: stale validators and other devices are ignored, with reasons")
   fresh.plugin_version = cpu.version;
   fresh.build_id = cpu.build_id;
   fresh.runtime_version = "";
+  fresh.plugin_sha256 = cpu.sha256;
   TableEntry old_version = fresh;
   old_version.key = problem_key(parse_problem("softmax f32 rows=8 cols=256").problem);
   old_version.plugin_version = "0.9.0";
@@ -287,14 +288,14 @@ TEST_CASE("table: merge never compares times of different plugin builds, the new
 
 TEST_CASE("table: a winner that ran without a verdict is not recorded as verified") {
   const auto context = test::make_context(test::config_loading(
-      {test::plugin_file("reference"), test::fixture_file("speeds")}, "[verify]\nallow_unverified = true\n[tune]\nbudget_ms = 20\n"));
+      {test::fixture_file("speeds")}, test::trusting({test::fixture_file("speeds")}) + "[tune]\nbudget_ms = 20\n"));
   const arb_problem p = parse_problem("softmax f32 rows=4 cols=512").problem;
   const TuneResult r = context->tuner().tune(p, nullptr);
   REQUIRE(r.winning() != nullptr);
   CHECK_FALSE(r.winning()->gated);
   const TableEntry e = tuned_entry(r, p, context->device().fingerprint());
   CHECK_FALSE(e.verified);
-  CHECK(e.verification == "not verified (verify.allow_unverified)");
+  CHECK(e.verification == "not verified (trusted by plugins.trust)");
 }
 
 TEST_CASE("table: merge keeps the faster entry only by more than the noise") {

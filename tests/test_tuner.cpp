@@ -12,7 +12,7 @@ namespace {
 std::unique_ptr<Context> speeds_only(const std::string& extra = "") {
   // The reference plugin verifies; lowered below every candidate so it is never a contender
   // worth mentioning, but it is timed like any other.
-  return test::make_context(test::config_loading({test::plugin_file("reference"), test::fixture_file("speeds")},
+  return test::make_context(test::config_loading({test::fixture_file("speeds")},
                                                  "[tune]\nbudget_ms = 50\n" + extra));
 }
 }  // namespace
@@ -110,7 +110,7 @@ TEST_CASE("an excluded kernel is neither verified nor timed, and the observer se
 }
 
 TEST_CASE("cheaters never reach the timing phase") {
-  std::vector<std::string> files = {test::plugin_file("reference"), test::fixture_file("cheaters")};
+  std::vector<std::string> files = {test::fixture_file("cheaters")};
   const auto context = test::make_context(test::config_loading(files, "[tune]\nbudget_ms = 20\n"));
   const TuneResult r = context->tuner().tune(parse_problem("softmax f32 rows=4 cols=100").problem, nullptr);
   REQUIRE(r.winning() != nullptr);

@@ -70,11 +70,13 @@ TEST_CASE("honest kernels pass, verdicts are kept per kernel and problem class")
 }
 
 TEST_CASE("AI-generated kernels are always gated, and dispatch never runs a cheater") {
-  const auto context = with_cheaters("[plugins.priority]\ncheaters = 1000\n[verify]\nallow_unverified = true\n");
+  const auto context = with_cheaters("[plugins.priority]\ncheaters = 1000\n" +
+                                     test::trusting({test::fixture_file("cheaters"), test::fixture_file("speeds")}));
   const KernelRecord& racy = *context->registry().find("cheaters.racy");
   CHECK(racy.provenance == ARB_PROVENANCE_AI_GENERATED);
-  CHECK(context->gate().gated(racy));                                         // despite allow_unverified
-  CHECK_FALSE(context->gate().gated(*context->registry().find("speeds.fast")));  // hand-tuned: allowed
+  CHECK(racy.plugin->trust == ARB_PLUGIN_TRUST_CONFIG);
+  CHECK(context->gate().gated(racy));                                         // despite the trust
+  CHECK_FALSE(context->gate().gated(*context->registry().find("speeds.fast")));  // hand-tuned, trusted: allowed
   const Decision d = context->dispatcher().decide(parse_problem("softmax f32 rows=2 cols=40").problem,
                                                   Dispatcher::Mode::dispatch);
   REQUIRE(d.kernel != nullptr);
@@ -104,9 +106,3 @@ TEST_CASE("re-verification uses new inputs and the problem at full size") {
   CHECK(second.max_error != first.max_error);  // other random inputs
 }
 
-TEST_CASE("without the reference plugin nothing gated can be verified") {
-  const auto context = test::make_context(test::config_loading({test::plugin_file("cpu")}));
-  const Verdict v = verdict_of(*context, "cpu.softmax", "softmax f32 rows=2 cols=8");
-  CHECK_FALSE(v.passed);
-  CHECK(v.failed("no_reference"));
-}

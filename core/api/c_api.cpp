@@ -180,6 +180,10 @@ ARB_API arb_status arb_plugin_get_info(arb_context context, size_t plugin_index,
     info->priority = plugin.priority;
     info->kernel_count = plugin.kernels.size();
     if (ARB_HAS_FIELD(arb_plugin_info, info, runtime_version)) info->runtime_version = plugin.runtime_version.c_str();
+    if (ARB_HAS_FIELD(arb_plugin_info, info, sha256)) info->sha256 = plugin.sha256.c_str();
+    if (ARB_HAS_FIELD(arb_plugin_info, info, origin)) info->origin = plugin.origin.c_str();
+    if (ARB_HAS_FIELD(arb_plugin_info, info, trust)) info->trust = plugin.trust;
+    if (ARB_HAS_FIELD(arb_plugin_info, info, reserved)) info->reserved = 0;
   });
 }
 

@@ -48,12 +48,21 @@ struct OverrideRule {
   std::string origin;  // "file:line", for explain
 };
 
+// [[plugins.trust]]: a plugin file the operator vouches for, by path and content.
+struct TrustedPlugin {
+  std::string path;
+  std::string sha256;  // lower-case hex, as `arbiter plugins` prints it
+};
+
 struct PluginsConfig {
   std::vector<std::string> paths;   // folders or files, searched first
   bool search_default_paths = true; // then ARBITER_PLUGIN_PATH, then the install's folder
   std::vector<std::string> enable;  // if not empty: only these plugins
   std::vector<std::string> disable;
   std::map<std::string, int32_t> priority;  // overrides a plugin's own priority
+  std::vector<TrustedPlugin> trust;         // run without the gate (never AI-generated kernels)
+  std::map<std::string, std::string> choose;  // name -> the file that wins when several have it
+  bool allow_insecure_files = false;  // load files (or folders) others could have written
 };
 
 struct DispatchConfig {
@@ -67,8 +76,10 @@ struct TableConfig {
 };
 
 struct VerifyConfig {
-  bool allow_unverified = false;  // dispatch kernels without a verdict (never AI-generated ones)
-  bool allow_tf32 = false;        // admit TF32 kernels for f32 problems (at a TF32 tolerance)
+  bool allow_tf32 = false;  // admit TF32 kernels for f32 problems (at a TF32 tolerance)
+  // A verdict read from the tuning table is verified again in this process before the
+  // kernel's first dispatch (false: the table's word is taken, for a table this operator wrote).
+  bool recheck_table_verdicts = true;
   int trials = 3;
 };
 

@@ -46,6 +46,26 @@ void read_plugins(Section& root, const std::string& source, const std::string& b
   if (auto v = s.boolean("search_default_paths")) out.search_default_paths = *v;
   out.enable = s.strings("enable");
   out.disable = s.strings("disable");
+  if (auto v = s.boolean("allow_insecure_files")) out.allow_insecure_files = *v;
+  if (const toml::node* trust = s.find("trust")) {
+    const toml::array* items = trust->as_array();
+    if (items == nullptr) s.wrong_type(*trust, "trust", "an array of tables ([[plugins.trust]])");
+    for (const toml::node& item : *items) {
+      if (!item.is_table()) s.wrong_type(item, "trust", "an array of tables ([[plugins.trust]])");
+      Section t(*item.as_table(), "plugins.trust", source, ARB_ERR_CONFIG);
+      TrustedPlugin trusted{resolve_path(t.required_string("path"), base_dir), t.required_string("sha256")};
+      const bool hex = trusted.sha256.size() == 64 &&
+                       trusted.sha256.find_first_not_of("0123456789abcdef") == std::string::npos;
+      if (!hex) t.error_at("sha256", "'plugins.trust.sha256' must be 64 lower-case hex digits (`arbiter plugins` prints them)");
+      t.finish();
+      out.trust.push_back(std::move(trusted));
+    }
+  }
+  if (const toml::table* choose = s.table("choose")) {
+    Section c(*choose, "plugins.choose", source, ARB_ERR_CONFIG);
+    for (const auto& [key, node] : *choose) out.choose[std::string(key.str())] = resolve_path(*c.string(key.str()), base_dir);
+    c.finish();
+  }
   if (const toml::table* priorities = s.table("priority")) {
     Section p(*priorities, "plugins.priority", source, ARB_ERR_CONFIG);
     for (const auto& [key, node] : *priorities) {
@@ -152,8 +172,11 @@ void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
   const toml::table* table = root.table("verify");
   if (table == nullptr) return;
   Section s(*table, "verify", source, ARB_ERR_CONFIG);
-  if (auto v = s.boolean("allow_unverified")) out.allow_unverified = *v;
+  if (s.find("allow_unverified") != nullptr)
+    s.error_at("allow_unverified", "'verify.allow_unverified' was removed: a plugin's own word never skips the gate; "
+                                   "trust a plugin by path and SHA-256 with [[plugins.trust]]");
   if (auto v = s.boolean("allow_tf32")) out.allow_tf32 = *v;
+  if (auto v = s.boolean("recheck_table_verdicts")) out.recheck_table_verdicts = *v;
   if (auto v = s.integer("trials")) {
     if (*v < 3 || *v > 100) s.error(*s.find("trials"), "'verify.trials' must be from 3 to 100");
     out.trials = static_cast<int>(*v);

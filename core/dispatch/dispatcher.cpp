@@ -106,7 +106,7 @@ bool Dispatcher::by_override(const arb_problem& p, Mode mode, Decision& decision
 }
 
 // 2. The tuning table's entry, unless table.policy = retune; `entry` keeps what was found.
-bool Dispatcher::by_table(const arb_problem& p, Decision& decision, std::optional<TableHit>& entry) {
+bool Dispatcher::by_table(const arb_problem& p, Mode mode, Decision& decision, std::optional<TableHit>& entry) {
   auto note = [&](std::string line) { decision.trace.push_back(std::move(line)); };
   const std::string policy = std::string(table_policy_name(services_.policy));
   if (services_.table != nullptr) {
@@ -118,6 +118,15 @@ bool Dispatcher::by_table(const arb_problem& p, Decision& decision, std::optiona
                        e.median_us, e.p20_us, e.p80_us, e.samples,
                        e.runner_up.empty() ? "" : fmt::format(", {:.1f}% ahead of {}", e.margin * 100, e.runner_up),
                        e.verification, e.when));
+      // The entry's verdict is the table's claim: the gate decides (docs/verification.md).
+      if (services_.gate != nullptr) {
+        const Admission answer = services_.gate->admission(*entry->kernel, p, mode == Mode::dispatch);
+        if (answer.state == Admission::State::refused) {
+          note("tuning table: " + e.kernel + " refused by the gate: " + answer.reason);
+          return false;
+        }
+        note("tuning table: " + e.kernel + ": " + answer.reason);
+      }
       decision.kernel = entry->kernel;
       decision.rule = "tuning table entry (table.policy = " + policy + ")";
       return true;
@@ -192,7 +201,7 @@ Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
   Decision decision;
   if (by_override(p, mode, decision)) return decision;
   std::optional<TableHit> entry;
-  if (by_table(p, decision, entry)) return decision;
+  if (by_table(p, mode, decision, entry)) return decision;
   if (by_tuning(p, mode, entry, decision)) return decision;
 
   // 4. Strict: the table must have it.

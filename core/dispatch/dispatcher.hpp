@@ -84,7 +84,7 @@ class Dispatcher {
   // The steps of decide(), numbered as at the top of this file; each returns true when it
   // chose (decision.kernel set), and adds what it considered to decision.trace.
   bool by_override(const arb_problem& problem, Mode mode, Decision& decision);
-  bool by_table(const arb_problem& problem, Decision& decision, std::optional<TableHit>& entry);
+  bool by_table(const arb_problem& problem, Mode mode, Decision& decision, std::optional<TableHit>& entry);
   bool by_tuning(const arb_problem& problem, Mode mode, const std::optional<TableHit>& entry, Decision& decision);
   bool by_nearest(const arb_problem& problem, Mode mode, Decision& decision);
   bool heuristic(const arb_problem& problem, Mode mode, Decision& decision);

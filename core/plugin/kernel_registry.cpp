@@ -6,9 +6,13 @@
 #include "problem/op_table.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 namespace arbiter {
 namespace {
+
+namespace fs = std::filesystem;
 
 bool contains(const std::vector<std::string>& list, const std::string& name) {
   return std::find(list.begin(), list.end(), name) != list.end();
@@ -33,9 +37,22 @@ std::string device_mismatch(const PluginRecord& plugin, bool emulated_cuda) {
   return "";
 }
 
+bool same_path(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  return fs::equivalent(a, b, ec) && !ec;
+}
+
 }  // namespace
 
 KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) {
+  plugins_.push_back(load_builtin_oracle());
+  oracle_ = plugins_.front().get();
+  if (oracle_->state == PluginState::loaded)
+    if (std::string why = disabled_reason(config, oracle_->name); !why.empty()) {
+      oracle_->state = PluginState::disabled;  // for dispatch; it still verifies
+      oracle_->reason = why + "; as the oracle it still verifies the other kernels";
+    }
+
   for (const PluginCandidate& candidate : find_plugin_files(config, emulated_cuda, notes_)) {
     // A file named like a disabled plugin is not even opened.
     const std::string file_name = plugin_name_from_file(candidate.path);
@@ -43,6 +60,7 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
       if (std::string why = disabled_reason(config, file_name); !why.empty()) {
         auto record = std::make_unique<PluginRecord>();
         record->path = candidate.path.string();
+        record->origin = candidate.origin;
         record->name = file_name;
         record->state = PluginState::disabled;
         record->reason = why;
@@ -50,7 +68,7 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
         continue;
       }
     }
-    std::unique_ptr<PluginRecord> record = load_plugin(candidate.path);
+    std::unique_ptr<PluginRecord> record = load_plugin(candidate.path, candidate.origin, config.allow_insecure_files);
     if (record->name.empty()) record->name = file_name;  // rejected before it could say; "" if unnamed file
     if (record->state == PluginState::loaded) {
       if (std::string why = disabled_reason(config, record->name); !why.empty()) {
@@ -60,30 +78,26 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
         record->state = PluginState::rejected;
         record->reason = mismatch;
         logger().info("plugin '{}' at {}: {}", record->name, record->path, record->reason);
-      } else {
-        for (const auto& other : plugins_) {
-          if (other->state == PluginState::loaded && other->name == record->name) {
-            record->state = PluginState::rejected;
-            record->reason = "duplicate of plugin '" + record->name + "' already loaded from " + other->path +
-                             " (the first found in search order wins)";
-            logger().warn("plugin '{}' at {}: {}", record->name, record->path, record->reason);
-            break;
-          }
-        }
-      }
-      if (record->state != PluginState::loaded) {
-        record->kernels.clear();
-        record->keep_alive.reset();
       }
     }
-    if (auto it = config.priority.find(record->name); it != config.priority.end()) record->priority = it->second;
     plugins_.push_back(std::move(record));
+  }
+  resolve_duplicate_names(config);
+  for (auto& record : plugins_) {
+    if (record->state != PluginState::loaded && record.get() != oracle_) {
+      record->kernels.clear();
+      record->keep_alive.reset();
+    }
+    if (record.get() != oracle_ && record->state == PluginState::loaded) apply_trust(config, *record);
+    if (auto it = config.priority.find(record->name); it != config.priority.end()) record->priority = it->second;
   }
   for (const std::string& note : notes_) logger().info("{}", note);
 
   by_op_.resize(op_code_limit());  // the loader admits only kernels of known ops
-  for (const auto& plugin : plugins_)
+  for (const auto& plugin : plugins_) {
+    if (plugin->state != PluginState::loaded) continue;
     for (const KernelRecord& kernel : plugin->kernels) by_op_.at(static_cast<size_t>(kernel.abi.op)).push_back(&kernel);
+  }
   for (auto& list : by_op_) {
     std::stable_sort(list.begin(), list.end(), [](const KernelRecord* a, const KernelRecord* b) {
       if (a->plugin->priority != b->plugin->priority) return a->plugin->priority > b->plugin->priority;
@@ -91,6 +105,79 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
       return a->name < b->name;
     });
   }
+}
+
+// Two loaded plugins with one name: the oracle's name is never taken by a file; an installed
+// plugin is not replaced by one found on a user path unless plugins.choose says so; between
+// user paths the first in search order wins. The losers are rejected naming both paths.
+void KernelRegistry::resolve_duplicate_names(const PluginsConfig& config) {
+  auto installed = [](const PluginRecord& r) { return r.origin == "install" || r.origin == "emulated"; };
+  auto lose = [](PluginRecord& record, std::string reason) {
+    record.state = PluginState::rejected;
+    record.reason = std::move(reason);
+    logger().warn("plugin '{}' at {}: {}", record.name, record.path, record.reason);
+  };
+  for (auto& record : plugins_) {
+    if (record.get() == oracle_ || record->state != PluginState::loaded) continue;
+    if (record->name == oracle_->name) {
+      lose(*record, "the name '" + record->name + "' is the verification oracle's, built into " + oracle_->path +
+                        ": no plugin file can replace it");
+      continue;
+    }
+  }
+  std::map<std::string, std::vector<PluginRecord*>> by_name;
+  for (auto& record : plugins_)
+    if (record.get() != oracle_ && record->state == PluginState::loaded) by_name[record->name].push_back(record.get());
+  for (auto& [name, records] : by_name) {
+    if (records.size() < 2) continue;
+    PluginRecord* winner = nullptr;
+    std::string rule;
+    if (auto chosen = config.choose.find(name); chosen != config.choose.end()) {
+      for (PluginRecord* r : records)
+        if (same_path(r->path, chosen->second)) winner = r;
+      rule = "plugins.choose." + name + " picks " + chosen->second;
+      if (winner == nullptr) {
+        for (PluginRecord* r : records)
+          lose(*r, rule + ", which is not among the files found with this name; none is loaded");
+        continue;
+      }
+    } else {
+      for (PluginRecord* r : records)
+        if (winner == nullptr && installed(*r)) winner = r;
+      if (winner != nullptr) {
+        rule = "the installed plugin '" + name + "' at " + winner->path +
+               " is not replaced by a file of the same name (plugins.choose." + name + " = \"<path>\" picks one)";
+      } else {
+        winner = records.front();
+        rule = "duplicate of plugin '" + name + "' already loaded from " + winner->path +
+               " (the first found in search order wins; plugins.choose." + name + " picks another)";
+      }
+    }
+    for (PluginRecord* r : records)
+      if (r != winner) lose(*r, rule);
+  }
+}
+
+// [[plugins.trust]]: a plugin whose file has the named path and SHA-256 runs its kernels
+// without the gate (except AI-generated ones). A path whose content differs is not trusted,
+// and the notes say so.
+void KernelRegistry::apply_trust(const PluginsConfig& config, PluginRecord& record) {
+  for (const TrustedPlugin& trusted : config.trust) {
+    if (!same_path(record.path, trusted.path)) continue;
+    if (record.sha256 == trusted.sha256) {
+      record.trust = ARB_PLUGIN_TRUST_CONFIG;
+      return;
+    }
+    notes_.push_back("plugins.trust names " + trusted.path + " with sha256 " + trusted.sha256 + ", but the file's is " +
+                     record.sha256 + ": not trusted, its kernels are gated");
+  }
+}
+
+const KernelRecord* KernelRegistry::oracle(int32_t op) const {
+  if (oracle_ == nullptr) return nullptr;
+  for (const KernelRecord& kernel : oracle_->kernels)
+    if (kernel.abi.op == op) return &kernel;
+  return nullptr;
 }
 
 KernelRegistry::~KernelRegistry() {

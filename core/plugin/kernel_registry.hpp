@@ -1,6 +1,7 @@
 // All plugins a context found, loaded, disabled or rejected, and the kernels it may use:
-// config enable/disable and priorities applied, duplicate names resolved (the first one in
-// search order wins, the others are rejected with a warning).
+// the oracle built in first, then the files found; config enable/disable, trust and
+// priorities applied, duplicate names resolved (resolve_duplicate_names), each loser
+// rejected with both paths.
 #pragma once
 
 #include "config/config.hpp"
@@ -26,11 +27,18 @@ class KernelRegistry {
   // (both higher first), then name.
   const std::vector<const KernelRecord*>& candidates(int32_t op) const;
   const KernelRecord* find(std::string_view full_name) const;
+  // The oracle's kernel for an op (built into libarbiter; there even when config disables it
+  // for dispatch), or nullptr.
+  const KernelRecord* oracle(int32_t op) const;
   // Discovery notes (missing paths), for `arbiter plugins`.
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
+  void resolve_duplicate_names(const PluginsConfig& config);
+  void apply_trust(const PluginsConfig& config, PluginRecord& record);
+
   std::vector<std::unique_ptr<PluginRecord>> plugins_;
+  PluginRecord* oracle_ = nullptr;
   std::vector<std::vector<const KernelRecord*>> by_op_;  // indexed by arb_op (op_code_limit())
   std::vector<std::string> notes_;
 };

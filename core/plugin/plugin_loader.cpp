@@ -3,6 +3,7 @@
 #include "common/log.hpp"
 #include "plugin/abi_negotiation.hpp"
 #include "plugin/host_services.hpp"
+#include "plugin/plugin_file.hpp"
 #include "problem/op_table.hpp"
 
 #define BOOST_DLL_USE_STD_FS
@@ -115,46 +116,33 @@ const char* state_name(PluginState state) {
   }
 }
 
-std::unique_ptr<PluginRecord> load_plugin(const fs::path& path) {
-  auto record = std::make_unique<PluginRecord>();
-  record->path = path.string();
-  auto reject = [&](std::string reason) {
-    record->state = PluginState::rejected;
-    record->reason = std::move(reason);
-    record->kernels.clear();
-    record->keep_alive.reset();  // release() if the entry succeeded, then unload
-    logger().warn("plugin '{}' rejected: {} (host plugin ABI {}.{})", record->path, record->reason,
-                  ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR);
-    return std::move(record);
-  };
+namespace {
 
-  std::error_code fs_error;
-  if (!fs::is_regular_file(path, fs_error)) return reject("not a regular file");
+void reject(PluginRecord& record, std::string reason) {
+  record.state = PluginState::rejected;
+  record.reason = std::move(reason);
+  record.kernels.clear();
+  record.keep_alive.reset();  // release() if the entry succeeded, then unload
+  logger().warn("plugin '{}' rejected: {} (host plugin ABI {}.{})", record.path, record.reason, ARB_PLUGIN_ABI_MAJOR,
+                ARB_PLUGIN_ABI_MINOR);
+}
 
-  auto library = std::make_shared<boost::dll::shared_library>();
-  std::error_code load_error;
-  ::dlerror();  // clear, so the message read below is this load's
-  library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
-  if (load_error || !library->is_loaded()) {
-    const char* loader_message = ::dlerror();
-    return reject(fmt::format("cannot load: {}", loader_message ? loader_message : load_error.message()));
-  }
-  if (!library->has(ARB_PLUGIN_ENTRY_SYMBOL))
-    return reject(fmt::format("no '{}' symbol: not an arbiter plugin", ARB_PLUGIN_ENTRY_SYMBOL));
-  auto entry = library->get<std::remove_pointer_t<arb_plugin_entry_fn>>(ARB_PLUGIN_ENTRY_SYMBOL);
-
+// Calls the plugin's entry and reads what it answers; `library` (may be null) stays open for
+// as long as the record holds the plugin.
+void run_entry(PluginRecord& record, arb_plugin_entry_fn entry, std::shared_ptr<void> library) {
   const arb_plugin_descriptor* descriptor = nullptr;
   char message[1024] = {0};
   arb_status status;
   try {
     status = entry(host_services(), &descriptor, message, sizeof message);
   } catch (const std::exception& e) {
-    return reject(fmt::format("entry threw a C++ exception across the C ABI: {}", e.what()));
+    return reject(record, fmt::format("entry threw a C++ exception across the C ABI: {}", e.what()));
   } catch (...) {
-    return reject("entry threw a C++ exception across the C ABI");
+    return reject(record, "entry threw a C++ exception across the C ABI");
   }
   message[sizeof message - 1] = '\0';
-  if (status != ARB_OK) return reject(fmt::format("entry failed (status {}): {}", static_cast<int>(status), message));
+  if (status != ARB_OK)
+    return reject(record, fmt::format("entry failed (status {}): {}", static_cast<int>(status), message));
 
   // From here on the plugin's release() runs before the library is unloaded.
   void (*release)(void*) = nullptr;
@@ -163,15 +151,76 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path) {
     if (ARB_HAS_FIELD(arb_plugin_descriptor, descriptor, release)) release = descriptor->release;
     if (ARB_HAS_FIELD(arb_plugin_descriptor, descriptor, plugin_ctx)) plugin_ctx = descriptor->plugin_ctx;
   }
-  record->keep_alive = std::shared_ptr<void>(nullptr, [library, release, plugin_ctx](void*) {
+  record.keep_alive = std::shared_ptr<void>(nullptr, [library, release, plugin_ctx](void*) {
     if (release != nullptr) release(plugin_ctx);
   });
-  if (std::string why = read_descriptor(descriptor, *record); !why.empty()) return reject(why);
+  if (std::string why = read_descriptor(descriptor, record); !why.empty()) return reject(record, why);
+  record.state = PluginState::loaded;
+  logger().info("plugin '{}' {} loaded from {} ({} kernels, ABI {}.{})", record.name, record.version, record.path,
+                record.kernels.size(), record.abi_major, record.abi_minor);
+}
+
+}  // namespace
+
+std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::string& origin, bool allow_insecure_files) {
+  auto record = std::make_unique<PluginRecord>();
+  record->path = path.string();
+  record->origin = origin;
+
+  std::error_code fs_error;
+  if (!fs::is_regular_file(path, fs_error)) {
+    reject(*record, "not a regular file");
+    return record;
+  }
+  if (std::string why = insecure_file_reason(path); !why.empty() && !allow_insecure_files) {
+    reject(*record, why + ": someone else could have put code there (plugins.allow_insecure_files = true loads it)");
+    return record;
+  }
+  // The content is read before any of it runs; what is loaded must be what was hashed.
+  const HashedFile hashed = hash_file(path);
+  if (hashed.sha256.empty()) {
+    reject(*record, hashed.error);
+    return record;
+  }
+  record->sha256 = hashed.sha256;
+
+  auto library = std::make_shared<boost::dll::shared_library>();
+  std::error_code load_error;
+  ::dlerror();  // clear, so the message read below is this load's
+  library->load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  if (load_error || !library->is_loaded()) {
+    const char* loader_message = ::dlerror();
+    reject(*record, fmt::format("cannot load: {}", loader_message ? loader_message : load_error.message()));
+    return record;
+  }
+  FileIdentity now;
+  if (!file_identity(path, now) || !(now == hashed.identity)) {
+    reject(*record, "the file changed while it was being loaded");
+    return record;
+  }
+  if (!library->has(ARB_PLUGIN_ENTRY_SYMBOL)) {
+    reject(*record, fmt::format("no '{}' symbol: not an arbiter plugin", ARB_PLUGIN_ENTRY_SYMBOL));
+    return record;
+  }
+  auto entry = library->get<std::remove_pointer_t<arb_plugin_entry_fn>>(ARB_PLUGIN_ENTRY_SYMBOL);
   // An emulated build depends on libarbiter_emu: its own symbol scope resolves the marker.
-  record->emulated = library->has("arbiter_emulator_build");
-  record->state = PluginState::loaded;
-  logger().info("plugin '{}' {} loaded from {} ({} kernels, ABI {}.{})", record->name, record->version, record->path,
-                record->kernels.size(), record->abi_major, record->abi_minor);
+  const bool emulated = library->has("arbiter_emulator_build");
+  run_entry(*record, entry, library);
+  record->emulated = emulated;
+  return record;
+}
+
+std::unique_ptr<PluginRecord> load_builtin_oracle() {
+  auto record = std::make_unique<PluginRecord>();
+  Dl_info info{};
+  const bool found = ::dladdr(reinterpret_cast<const void*>(&builtin_oracle_entry), &info) != 0 && info.dli_fname;
+  record->path = fmt::format("{} (built in)", found ? info.dli_fname : "libarbiter");
+  record->origin = "built-in";
+  run_entry(*record, &builtin_oracle_entry, nullptr);
+  if (record->state == PluginState::loaded) {
+    record->trust = ARB_PLUGIN_TRUST_ORACLE;
+    for (KernelRecord& kernel : record->kernels) kernel.provenance = ARB_PROVENANCE_REFERENCE;
+  }
   return record;
 }
 

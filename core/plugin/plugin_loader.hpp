@@ -1,5 +1,6 @@
-// Loads one plugin file: dlopen (RTLD_NOW | RTLD_LOCAL) through Boost.DLL, finds
-// arbiter_plugin_entry, negotiates the ABI, validates the descriptor and every kernel.
+// Loads one plugin file: checks who could have written it, hashes it, dlopen (RTLD_NOW |
+// RTLD_LOCAL) through Boost.DLL, finds arbiter_plugin_entry, negotiates the ABI, validates
+// the descriptor and every kernel.
 #pragma once
 
 #include "plugin/plugin_record.hpp"
@@ -8,9 +9,18 @@
 
 namespace arbiter {
 
-// Never throws: a plugin that cannot be used comes back rejected, with the reason (loader
-// message, missing symbol, versions, the plugin's own error...).
-std::unique_ptr<PluginRecord> load_plugin(const std::filesystem::path& path);
+// Never throws: a plugin that cannot be used comes back rejected, with the reason (a file
+// others could have written, loader message, missing symbol, versions, the plugin's own
+// error...). The host hashes the file before loading it (PluginRecord::sha256).
+std::unique_ptr<PluginRecord> load_plugin(const std::filesystem::path& path, const std::string& origin = "config",
+                                          bool allow_insecure_files = false);
+
+// The verification oracle (plugins/reference/reference_plugin.cpp), compiled into libarbiter
+// so that no file on a search path can stand in for it; trusted as ARB_PLUGIN_TRUST_ORACLE.
+std::unique_ptr<PluginRecord> load_builtin_oracle();
+// Its entry function, defined by that source when it is built into the library.
+arb_status builtin_oracle_entry(const arb_host_api* host, const arb_plugin_descriptor** descriptor, char* message,
+                                size_t capacity) noexcept;
 
 // Plugin and kernel names: [a-z0-9_-]+ for plugins, [A-Za-z0-9_.:=,-]+ for kernels.
 bool valid_plugin_name(const char* name);

@@ -1,6 +1,7 @@
 // What the host knows about one plugin file and its kernels, loaded or not.
 #pragma once
 
+#include <arbiter/arbiter.h>
 #include <arbiter/plugin.h>
 
 #include <memory>
@@ -22,13 +23,16 @@ struct KernelRecord {
 
 struct PluginRecord {
   std::string path;
+  std::string origin;  // "built-in", "config", "ARBITER_PLUGIN_PATH", "install", "emulated"
+  std::string sha256;  // of the file, as the host read it before loading it; "" for the built-in oracle
+  arb_plugin_trust trust = ARB_PLUGIN_TRUST_NONE;  // set by the host (oracle) or the operator's config
   PluginState state = PluginState::rejected;
   std::string reason;  // why rejected or disabled
   std::string name, version, build_id, description;
   std::string runtime_version;  // of the library the plugin wraps; "" if none
   uint32_t abi_major = 0, abi_minor = 0;  // as the plugin declared
   uint32_t agreed_minor = 0;              // the minor both sides understand
-  int32_t provenance = ARB_PROVENANCE_UNSPECIFIED;
+  int32_t provenance = ARB_PROVENANCE_UNSPECIFIED;  // as declared: information, never a pass
   bool emulated = false;  // built for the SIMT emulator: it links libarbiter_emu (checked by the host)
   int32_t own_priority = 0;  // as the plugin declared
   int32_t priority = 0;      // effective (config may override)

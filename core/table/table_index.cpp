@@ -23,6 +23,10 @@ std::string stale_reason(const TableEntry& e, const KernelRegistry& registry, co
     return fmt::format("measured with {} {} build {}{}; loaded is {} build {}{}", plugin.name, e.plugin_version,
                        e.build_id, e.runtime_version.empty() ? "" : " (" + e.runtime_version + ")", plugin.version,
                        plugin.build_id, plugin.runtime_version.empty() ? "" : " (" + plugin.runtime_version + ")");
+  if (e.plugin_sha256 != plugin.sha256)
+    return e.plugin_sha256.empty() ? "it names no plugin_sha256 (written before content hashes): tune it again"
+                                   : fmt::format("measured with a {} file of SHA-256 {}; the loaded file's is {}",
+                                                 plugin.name, e.plugin_sha256, plugin.sha256);
   try {
     *problem = parse_problem(e.key).problem;
   } catch (const Failure& f) {
@@ -55,7 +59,7 @@ TableIndex::TableIndex(const TuningTable& table, const Devices& devices, const K
     Verdict verdict;
     verdict.passed = true;
     verdict.detail = e.verification.empty() ? "passed (tuning table)" : e.verification;
-    if (e.verified) gate.remember(*kernel, problem, verdict);
+    if (e.verified) gate.remember_from_table(*kernel, problem, verdict);  // a claim, re-checked on first use
     items_.push_back({e, kernel, problem, problem_class_key(problem)});
     by_key_[e.key] = &items_.back();
   }

@@ -16,6 +16,7 @@ TableEntry tuned_entry(const TuneResult& result, const arb_problem& problem, con
   e.plugin_version = plugin.version;
   e.build_id = plugin.build_id;
   e.runtime_version = plugin.runtime_version;
+  e.plugin_sha256 = plugin.sha256;
   e.median_us = winner.stats.median * 1e6;
   e.p20_us = winner.stats.p20 * 1e6;
   e.p80_us = winner.stats.p80 * 1e6;

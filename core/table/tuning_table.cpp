@@ -26,6 +26,7 @@ TableEntry read_entry(const toml::table& table, const std::string& source, size_
   e.plugin_version = s.required_string("plugin_version");
   e.build_id = s.required_string("build_id");
   e.runtime_version = s.string("runtime_version").value_or("");
+  e.plugin_sha256 = s.string("plugin_sha256").value_or("");
   e.median_us = s.required_number("median_us");
   e.p20_us = s.required_number("p20_us");
   e.p80_us = s.required_number("p80_us");
@@ -106,6 +107,7 @@ std::string TuningTable::to_toml() const {
         << "plugin_version = " << quoted(e.plugin_version) << "\n"
         << "build_id = " << quoted(e.build_id) << "\n"
         << "runtime_version = " << quoted(e.runtime_version) << "\n"
+        << "plugin_sha256 = " << quoted(e.plugin_sha256) << "\n"
         << fmt::format("median_us = {:.6g}\np20_us = {:.6g}\np80_us = {:.6g}\nsamples = {}\nnoise = {:.4g}\n", e.median_us,
                        e.p20_us, e.p80_us, e.samples, e.noise)
         << "runner_up = " << quoted(e.runner_up) << "\n"

@@ -6,6 +6,7 @@
 //   [[entry]]                         # one per problem key and device
 //   key = "gemm f32 m=8 n=8 k=8 ..."  device = "cpu-3f2a..."  kernel = "cpu.gemm_small_avx512"
 //   plugin_version = "1.0.0"  build_id = "..."  runtime_version = ""   # entry validators
+//   plugin_sha256 = "..."                                            # (the file's content)
 //   median_us = 0.044  p20_us = ...  p80_us = ...  samples = 41  noise = 0.02
 //   runner_up = "openblas.sgemm"  margin = 0.41  verified = true  verification = "passed: ..."
 //   workspace_bytes = 0  when = "2026-11-30T23:59:00Z"
@@ -29,6 +30,7 @@ struct TableEntry {
   std::string device;  // DeviceFingerprint::id()
   std::string kernel;  // "<plugin>.<kernel>"
   std::string plugin_version, build_id, runtime_version;
+  std::string plugin_sha256;  // of the plugin's file, as the host read it; "" in entries from before 1.1
   double median_us = 0, p20_us = 0, p80_us = 0;
   int64_t samples = 0;
   double noise = 0;  // relative: the measured spread the margin must beat

@@ -64,8 +64,8 @@ class TuningRun {
         c.status = c.verdict.passed ? "verified" : "verification " + c.verdict.summary();
       } else {  // may run without a verdict; never recorded as verified
         c.verdict.passed = true;
-        c.verdict.detail = kernel->provenance == ARB_PROVENANCE_REFERENCE ? "the reference (the oracle)"
-                                                                           : "not verified (verify.allow_unverified)";
+        c.verdict.detail = kernel->plugin->trust == ARB_PLUGIN_TRUST_ORACLE ? "the reference (the oracle)"
+                                                                             : "not verified (trusted by plugins.trust)";
         c.status = "not gated";
         c.gated = false;
       }

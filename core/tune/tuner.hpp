@@ -30,7 +30,7 @@ struct Candidate {
   const KernelRecord* kernel = nullptr;
   std::string status;  // "measured", or why it was not
   Verdict verdict;
-  bool gated = true;  // false: ran without a verdict (the reference, or allow_unverified)
+  bool gated = true;  // false: ran without a verdict (the oracle, or a plugin trusted by plugins.trust)
   bool measured = false;
   TimingStats stats;
 };

@@ -27,10 +27,15 @@ double emulated_verify_seconds() {
 VerificationGate::VerificationGate(const Devices& devices, const KernelRegistry& registry, const VerifyConfig& config)
     : devices_(devices), registry_(registry), config_(config) {}
 
+// Trust comes from the host and the operator, never from what a plugin declares: only the
+// built-in oracle, and kernels of plugins the config trusts by path and content hash (other
+// than AI-generated ones), run without a verdict.
 bool VerificationGate::gated(const KernelRecord& kernel) const {
-  if (kernel.provenance == ARB_PROVENANCE_REFERENCE) return false;  // the oracle itself
-  if (kernel.provenance == ARB_PROVENANCE_AI_GENERATED) return true;
-  return !config_.allow_unverified;
+  switch (kernel.plugin->trust) {
+    case ARB_PLUGIN_TRUST_ORACLE: return false;
+    case ARB_PLUGIN_TRUST_CONFIG: return kernel.provenance == ARB_PROVENANCE_AI_GENERATED;
+    default: return true;
+  }
 }
 
 std::optional<Verdict> VerificationGate::known_verdict(const KernelRecord& kernel, const arb_problem& problem) const {
@@ -45,9 +50,15 @@ void VerificationGate::remember(const KernelRecord& kernel, const arb_problem& p
   verdicts_[verdict_key(kernel, problem)] = verdict;
 }
 
+void VerificationGate::remember_from_table(const KernelRecord& kernel, const arb_problem& problem, Verdict verdict) {
+  verdict.from_table = true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  verdicts_.emplace(verdict_key(kernel, problem), std::move(verdict));  // never over one reached here
+}
+
 Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh) {
   if (!fresh)
-    if (auto known = known_verdict(kernel, problem)) return *known;
+    if (auto known = known_verdict(kernel, problem); known && !needs_recheck(*known)) return *known;
   return run(kernel, problem, VerifyOptions{config_.trials, 0, false, 0});
 }
 
@@ -63,10 +74,10 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
     return v;
   }
   if ((kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32) options.tolerance = kTf32Tolerance;
-  const KernelRecord* reference = registry_.find("reference." + std::string(op_name(problem.op)));
+  const KernelRecord* reference = registry_.oracle(problem.op);
   if (reference == nullptr) {
     v.failed_checks.push_back("no_reference");
-    v.detail = "no_reference: the reference plugin is not loaded, so nothing can be verified";
+    v.detail = "no_reference: the built-in oracle has no kernel for this op, so nothing can be verified";
   } else {
     try {
       Device& device = devices_.of(problem.device_type);
@@ -84,6 +95,12 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
   return v;
 }
 
+// A table's verdict is a claim about a file with this content hash; unless the operator
+// takes the table's word, it is checked here before the kernel first runs.
+bool VerificationGate::needs_recheck(const Verdict& verdict) const {
+  return verdict.from_table && config_.recheck_table_verdicts;
+}
+
 bool VerificationGate::tf32_refused(const KernelRecord& kernel, const arb_problem& problem) const {
   return (kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32 && !config_.allow_tf32;
 }
@@ -91,14 +108,21 @@ bool VerificationGate::tf32_refused(const KernelRecord& kernel, const arb_proble
 Admission VerificationGate::admission(const KernelRecord& kernel, const arb_problem& problem, bool may_verify) {
   using State = Admission::State;
   if (tf32_refused(kernel, problem)) return {State::refused, "a TF32 kernel: needs verify.allow_tf32 = true for f32 problems"};
-  if (!gated(kernel)) return {State::admitted, ""};
+  if (!gated(kernel))
+    return {State::admitted, kernel.plugin->trust == ARB_PLUGIN_TRUST_ORACLE
+                                 ? "the oracle"
+                                 : "not gated: its plugin is trusted by path and SHA-256 ([[plugins.trust]])"};
   std::optional<Verdict> v = known_verdict(kernel, problem);
-  if (!v) {
-    if (!may_verify) return {State::pending, "verification pending: runs on first use"};
+  if (!v || needs_recheck(*v)) {
+    if (!may_verify)
+      return {State::pending, v ? "the tuning table's verdict (passed) is verified again on first use "
+                                  "(verify.recheck_table_verdicts)"
+                                : "verification pending: runs on first use"};
     v = verdict(kernel, problem);
   }
   if (!v->passed) return {State::refused, "verification " + v->summary()};
-  return {State::admitted, ""};
+  return {State::admitted, v->from_table ? "verdict from the tuning table (same plugin content), not re-checked"
+                                         : "verified in this process"};
 }
 
 }  // namespace arbiter

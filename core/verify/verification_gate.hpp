@@ -1,8 +1,10 @@
-// The verification gate as dispatch sees it: verdicts per kernel identity and problem
-// class, computed on first need and remembered (and, through the tuning table, persisted).
-// Reference kernels are the oracle and pass by definition; with verify.allow_unverified a
-// kernel that is not AI-generated may be dispatched without a verdict; AI-generated kernels
-// are always gated.
+// The verification gate as dispatch sees it: verdicts per kernel identity (including the
+// content hash of its plugin's file) and problem class, computed on first need and
+// remembered (and, through the tuning table, persisted). Only the built-in oracle and the
+// kernels of plugins the operator trusts by path and hash ([[plugins.trust]]; never
+// AI-generated kernels) run without a verdict; what a plugin declares about itself counts for
+// nothing. Verdicts read from a tuning table are re-checked before first use unless
+// verify.recheck_table_verdicts = false.
 #pragma once
 
 #include "config/config.hpp"
@@ -25,7 +27,7 @@ struct Admission {
     pending    // not verified yet, and not allowed to verify now (explain)
   };
   State state = State::refused;
-  std::string reason;  // why refused; for pending, what happens on first use
+  std::string reason;  // why refused; for pending, what happens on first use; for admitted, on what word
 };
 
 class VerificationGate {
@@ -36,14 +38,16 @@ class VerificationGate {
   // without (explain) it is pending.
   Admission admission(const KernelRecord& kernel, const arb_problem& problem, bool may_verify);
 
-  // The verdict, computed now if not known (or always, with fresh = true).
+  // The verdict, computed now if not known, or known only from a table that is re-checked
+  // (or always, with fresh = true).
   Verdict verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh = false);
   // A second opinion on a result that looks too good: new random inputs, and the problem at
   // full size as well as the usual shapes. Replaces the remembered verdict.
   Verdict reverify(const KernelRecord& kernel, const arb_problem& problem);
   std::optional<Verdict> known_verdict(const KernelRecord& kernel, const arb_problem& problem) const;
-  // Records a verdict from elsewhere (a tuning-table entry).
   void remember(const KernelRecord& kernel, const arb_problem& problem, const Verdict& verdict);
+  // A passing verdict a tuning-table entry claims; re-checked before first use (see above).
+  void remember_from_table(const KernelRecord& kernel, const arb_problem& problem, Verdict verdict);
 
   // Does this kernel need a verdict at all?
   bool gated(const KernelRecord& kernel) const;
@@ -55,6 +59,7 @@ class VerificationGate {
   const KernelRegistry& registry_;
   VerifyConfig config_;
   Verdict run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options);
+  bool needs_recheck(const Verdict& verdict) const;
 
   mutable std::mutex mutex_;
   std::map<std::string, Verdict> verdicts_;

@@ -35,8 +35,8 @@ std::string Verdict::summary() const {
 }
 
 std::string verdict_key(const KernelRecord& kernel, const arb_problem& problem) {
-  return fmt::format("{}@{}#{}|{}", kernel.name, kernel.plugin->version, kernel.plugin->build_id,
-                     problem_class_key(problem));
+  return fmt::format("{}@{}#{}#{}|{}", kernel.name, kernel.plugin->version, kernel.plugin->build_id,
+                     kernel.plugin->sha256, problem_class_key(problem));
 }
 
 namespace {

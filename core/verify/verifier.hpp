@@ -28,6 +28,7 @@ struct Verdict {
   int trials = 0;
   int shapes = 0;          // verification shapes the kernel supported
   double max_error = 0.0;  // worst relative norm error seen
+  bool from_table = false; // read from a tuning-table entry, not reached in this process
   bool failed(const std::string& check) const;
   std::string summary() const;  // one line, for tables and reports
 };
@@ -49,7 +50,8 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
 // multiply-adds (reference_cost in problem/problem_cost.hpp): a few seconds at most on a CPU.
 constexpr double kMaxReferenceCost = double(1 << 28);
 
-// The identity a verdict belongs to: plugin, version, build id, kernel, problem class.
+// The identity a verdict belongs to: plugin, version, build id, the SHA-256 of the plugin's
+// file (read by the host), kernel, problem class.
 std::string verdict_key(const KernelRecord& kernel, const arb_problem& problem);
 
 }  // namespace arbiter

@@ -152,9 +152,29 @@ typedef struct arb_plugin_info {
   /* optional, since 1.0: the library the plugin wraps (e.g. "OpenBLAS 0.3.21"), or ""; written
    * only when struct_size covers it */
   const char* runtime_version;
+  /* since 1.1: the SHA-256 (hex) of the plugin's file as the host read it at load, "" for the
+   * oracle built into libarbiter or a file that could not be read. Part of the plugin's
+   * identity for verdicts and tuning-table entries; what [[plugins.trust]] names. */
+  const char* sha256;
+  /* since 1.1: where the plugin was found: "built-in", "config", "ARBITER_PLUGIN_PATH",
+   * "install" or "emulated" */
+  const char* origin;
+  /* since 1.1: an arb_plugin_trust: whether its kernels run without the verification gate */
+  int32_t trust;
+  int32_t reserved; /* zero */
 } arb_plugin_info;
 #define ARB_PLUGIN_INFO_STRUCT_SIZE ARB_STRUCT_SIZE(arb_plugin_info, kernel_count)
-#define ARB_PLUGIN_INFO_INIT {sizeof(arb_plugin_info), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL}
+#define ARB_PLUGIN_INFO_INIT \
+  {sizeof(arb_plugin_info), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0}
+
+/* since 1.1: how far the host trusts a plugin's kernels. Trust is set by the operator, never
+ * claimed: a plugin's declared provenance is information only. */
+typedef enum arb_plugin_trust {
+  ARB_PLUGIN_TRUST_NONE = 0,   /* every kernel passes the verification gate before it runs */
+  ARB_PLUGIN_TRUST_ORACLE = 1, /* the reference built into libarbiter: the gate's oracle */
+  ARB_PLUGIN_TRUST_CONFIG = 2  /* named by path and SHA-256 in [[plugins.trust]]: its kernels run
+                                  without a verdict, except AI-generated ones */
+} arb_plugin_trust;
 
 typedef struct arb_kernel_info {
   size_t struct_size;

@@ -6,7 +6,7 @@
 
 #include "compile.hpp"  // emulator/emucc
 #include "nvrtc_compiler.hpp"
-#include "sha256.hpp"
+#include "arbiter_base/sha256.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>

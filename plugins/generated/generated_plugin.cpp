@@ -13,7 +13,7 @@
 #include "kernel_manifest.hpp"
 #include "arbiter_base/path_list.hpp"
 #include "kernel_module.hpp"
-#include "sha256.hpp"
+#include "arbiter_base/sha256.hpp"
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -139,7 +139,7 @@ arbiter::plugin::Plugin make() {
   arbiter::plugin::Plugin plugin("generated", "1.0.0");
   plugin.provenance(ARB_PROVENANCE_AI_GENERATED)
       .priority(20)
-      .build_id(arbiter::generated::sha256_hex(identity).substr(0, 16))
+      .build_id(arbiter::sha256_hex(identity).substr(0, 16))
       .runtime_version(toolchain)
       .description("AI-generated CUDA kernels from .cu sources, compiled with " + toolchain + " (" +
                    std::to_string(loaded.size() - first) + " loaded, " + std::to_string(failed) + " failed)");

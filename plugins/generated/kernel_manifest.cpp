@@ -1,6 +1,6 @@
 #include "kernel_manifest.hpp"
 
-#include "sha256.hpp"
+#include "arbiter_base/sha256.hpp"
 
 #include "arbiter_base/abi_names.hpp"
 #include "arbiter_base/strict_toml.hpp"

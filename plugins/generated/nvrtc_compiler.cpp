@@ -1,6 +1,6 @@
 #include "nvrtc_compiler.hpp"
 
-#include "sha256.hpp"
+#include "arbiter_base/sha256.hpp"
 
 #include <nvrtc.h>
 #include <unistd.h>

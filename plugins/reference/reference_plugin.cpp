@@ -1,6 +1,7 @@
 // The reference plugin: simple, exact CPU kernels (fp64 accumulation, every dtype,
 // transpose and epilogue). It is the oracle the other kernels are checked against, so it
 // favours obviousness over speed; its only concession is a loop order that reads rows.
+// libarbiter compiles it in (ARBITER_BUILTIN_ORACLE) instead of loading it from a file.
 #include <arbiter/float16.hpp>
 #include <arbiter/plugin.hpp>
 
@@ -84,13 +85,33 @@ void softmax(const Launch& l) {
 
 }  // namespace
 
-ARBITER_PLUGIN(arbiter::plugin::Plugin("reference", "1.0.0")
-                   .description("exact CPU kernels with fp64 accumulation; the verification oracle")
-                   .provenance(ARB_PROVENANCE_REFERENCE)
-                   .priority(0)
-                   .kernel(arbiter::plugin::Kernel("gemm", ARB_OP_GEMM)
-                               .supports(on_cpu)
-                               .workspace([](const arb_problem& p) { return static_cast<size_t>(p.n) * sizeof(double); })
-                               .launch(gemm))
-                   .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM).supports(on_cpu).launch(rmsnorm))
-                   .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX).supports(on_cpu).launch(softmax)))
+namespace {
+
+arbiter::plugin::Plugin reference_plugin() {
+  arbiter::plugin::Plugin plugin("reference", "1.0.0");
+  plugin.description("exact CPU kernels with fp64 accumulation; the verification oracle")
+      .provenance(ARB_PROVENANCE_REFERENCE)
+      .priority(0)
+      .kernel(arbiter::plugin::Kernel("gemm", ARB_OP_GEMM)
+                  .supports(on_cpu)
+                  .workspace([](const arb_problem& p) { return static_cast<size_t>(p.n) * sizeof(double); })
+                  .launch(gemm))
+      .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM).supports(on_cpu).launch(rmsnorm))
+      .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX).supports(on_cpu).launch(softmax));
+  return plugin;
+}
+
+}  // namespace
+
+// Built into libarbiter (core/plugin/plugin_loader.hpp): no file can shadow the oracle, and
+// its entry has a name of its own. Built alone, it is an ordinary plugin file.
+#ifdef ARBITER_BUILTIN_ORACLE
+namespace arbiter {
+arb_status builtin_oracle_entry(const arb_host_api* host, const arb_plugin_descriptor** descriptor, char* message,
+                                size_t capacity) noexcept {
+  return plugin::detail::entry(host, descriptor, message, capacity, reference_plugin);
+}
+}  // namespace arbiter
+#else
+ARBITER_PLUGIN(reference_plugin())
+#endif

@@ -98,7 +98,7 @@ class Build:
     def verify(self, plugin, kernel, problem, work, tag):
         config = os.path.join(work, f"{tag}.toml")
         with open(config, "w") as f:
-            f.write(config_text([self.info["reference_plugin"], plugin]))
+            f.write(config_text([plugin]))
         return run([self.info["arbiter"], "--config", config, "verify", problem, "--device=cuda-emulated",
                     f"--kernel={kernel}", "--full"])
 
@@ -130,7 +130,7 @@ class Build:
     def try_manifest(self, manifest, work, tag):
         config = os.path.join(work, f"{tag}.toml")
         with open(config, "w") as f:
-            f.write(config_text([self.info["reference_plugin"], self.info["generated_plugin"]]))
+            f.write(config_text([self.info["generated_plugin"]]))
         return run([self.info["arbiter"], "--config", config, "try", manifest, "--device=cuda-emulated"])
 
 

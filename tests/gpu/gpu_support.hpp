@@ -48,10 +48,10 @@ constexpr bool light() { return false; }
 // the last two (cuBLASLt is NVIDIA's binary: it has none).
 inline std::vector<std::string> cuda_plugins() {
 #if ARBITER_TEST_EMULATED
-  return {plugin_file("reference"), std::string(ARBITER_TEST_EMULATED_PLUGIN_DIR) + "/arbiter_generated.so",
+  return {std::string(ARBITER_TEST_EMULATED_PLUGIN_DIR) + "/arbiter_generated.so",
           std::string(ARBITER_TEST_EMULATED_PLUGIN_DIR) + "/arbiter_cuda.so"};
 #else
-  return {plugin_file("reference"), plugin_file("cublaslt"), plugin_file("generated"), plugin_file("cuda")};
+  return {plugin_file("cublaslt"), plugin_file("generated"), plugin_file("cuda")};
 #endif
 }
 

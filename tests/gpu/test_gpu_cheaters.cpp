@@ -46,7 +46,7 @@ TEST_CASE("the gate rejects every CUDA cheater, for the right reason") {
 TEST_CASE("dispatch never runs a CUDA cheater, whatever its priority") {
   const test::ScopedEnv env("ARBITER_GENERATED_PATH", kCheaters);
   const auto context = test::make_context(test::gpu_config(
-      test::cuda_plugins(), "[plugins.priority]\ngenerated = 1000\n[verify]\nallow_unverified = true\n"));
+      test::cuda_plugins(), "[plugins.priority]\ngenerated = 1000\n" + test::trusting(test::cuda_plugins())));
   const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64 device=cuda").problem;
   const Selection& selection = context->dispatcher().select(problem);
   REQUIRE(selection.kernel != nullptr);

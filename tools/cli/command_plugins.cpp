@@ -8,6 +8,19 @@
 #include <fmt/format.h>
 
 namespace arbiter::cli {
+namespace {
+
+// Declared provenance is shown beside each kernel; this says what the host makes of it.
+std::string trust_text(const PluginRecord& plugin) {
+  switch (plugin.trust) {
+    case ARB_PLUGIN_TRUST_ORACLE: return "the verification oracle (built into libarbiter)";
+    case ARB_PLUGIN_TRUST_CONFIG: return "trusted by plugins.trust (path and SHA-256): runs without the gate, "
+                                         "except AI-generated kernels";
+    default: return "none: every kernel passes the verification gate before it runs";
+  }
+}
+
+}  // namespace
 
 int command_plugins(const Arguments& args) {
   const auto context = make_context(args);
@@ -31,6 +44,8 @@ int command_plugins(const Arguments& args) {
                plugin->abi_minor, plugin->abi_major, plugin->agreed_minor, plugin->build_id, plugin->description,
                plugin->path);
     if (!plugin->runtime_version.empty()) fmt::print("  wraps: {}\n", plugin->runtime_version);
+    fmt::print("  found: {}{}\n", plugin->origin, plugin->sha256.empty() ? "" : "  sha256 " + plugin->sha256);
+    fmt::print("  trust: {}\n", trust_text(*plugin));
     for (const KernelRecord& kernel : plugin->kernels) {
       std::string flags;
       if (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) flags = "  nondeterministic";
@@ -41,8 +56,8 @@ int command_plugins(const Arguments& args) {
   if (loaded == 0) fmt::print("\nno plugin loaded\n");
   for (const auto& plugin : registry.plugins()) {
     if (plugin->state == PluginState::loaded) continue;
-    fmt::print("\n{}: {}\n  {}\n  reason: {}\n", state_name(plugin->state), plugin->name.empty() ? "?" : plugin->name,
-               plugin->path, plugin->reason);
+    fmt::print("\n{}: {}\n  {}{}\n  reason: {}\n", state_name(plugin->state), plugin->name.empty() ? "?" : plugin->name,
+               plugin->path, plugin->sha256.empty() ? "" : "  sha256 " + plugin->sha256, plugin->reason);
   }
   return 0;
 }

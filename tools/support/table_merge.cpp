@@ -13,7 +13,8 @@ bool beats(const TableEntry& challenger, const TableEntry& incumbent) {
 
 bool same_validators(const TableEntry& a, const TableEntry& b) {
   return a.plugin() == b.plugin() ? a.plugin_version == b.plugin_version && a.build_id == b.build_id &&
-                                        a.runtime_version == b.runtime_version
+                                        a.runtime_version == b.runtime_version &&
+                                        a.plugin_sha256 == b.plugin_sha256
                                   : true;  // different plugins: different code by design, times compare
 }
 
