@@ -8,6 +8,8 @@
 
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 using namespace arbiter;
 
@@ -106,3 +108,29 @@ TEST_CASE("re-verification uses new inputs and the problem at full size") {
   CHECK(second.max_error != first.max_error);  // other random inputs
 }
 
+
+TEST_CASE("the gate draws its scalars per run: a kernel that assumes one alpha or eps fails") {
+  const auto context = test::make_context(test::config_loading({test::fixture_file("scalar_cheats")}));
+  for (const auto& [kernel, problem] : std::vector<std::pair<std::string, const char*>>{
+           {"scalar_cheats.gemm_alpha_fixed", "gemm f32 m=16 n=16 k=16"},
+           {"scalar_cheats.gemm_alpha_fixed", "gemm f32 m=16 n=16 k=16 beta=0.5"},
+           {"scalar_cheats.rmsnorm_eps_fixed", "rmsnorm f32 rows=4 cols=64"}}) {
+    CAPTURE(kernel);
+    CAPTURE(problem);
+    const Verdict v = verdict_of(*context, kernel, problem);
+    CAPTURE(v.detail);
+    CHECK_FALSE(v.passed);
+    CHECK(v.failed("accuracy"));
+    CHECK(v.detail.find(" alpha ") != std::string::npos);  // each failure names its run's scalars
+  }
+}
+
+TEST_CASE("two verifications of one kernel draw different data") {
+  const auto context = test::make_context(test::config_loading({test::plugin_file("cpu")}));
+  const KernelRecord& softmax = *context->registry().find("cpu.softmax");
+  const arb_problem p = parse_problem("softmax f32 rows=5 cols=300").problem;
+  const Verdict first = context->gate().verdict(softmax, p, true), second = context->gate().verdict(softmax, p, true);
+  CHECK(first.passed);
+  CHECK(second.passed);
+  CHECK(first.max_error != second.max_error);
+}

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <random>
 
 namespace arbiter {
 namespace {
@@ -59,11 +60,18 @@ void VerificationGate::remember_from_table(const KernelRecord& kernel, const arb
 Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh) {
   if (!fresh)
     if (auto known = known_verdict(kernel, problem); known && !needs_recheck(*known)) return *known;
-  return run(kernel, problem, VerifyOptions{config_.trials, 0, false, 0});
+  return run(kernel, problem, VerifyOptions{config_.trials, next_seed(), false, 0});
 }
 
 Verdict VerificationGate::reverify(const KernelRecord& kernel, const arb_problem& problem) {
-  return run(kernel, problem, VerifyOptions{config_.trials, 0x5eed5eedu, true, 0});
+  return run(kernel, problem, VerifyOptions{config_.trials, next_seed(), true, 0});
+}
+
+// Inputs and scalars no kernel can know in advance: a new seed for every verification, from
+// a per-process random start.
+uint64_t VerificationGate::next_seed() {
+  static const uint64_t start = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  return start + 0x9e3779b97f4a7c15ull * seeds_.fetch_add(1, std::memory_order_relaxed);
 }
 
 Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options) {

@@ -12,6 +12,7 @@
 #include "plugin/kernel_registry.hpp"
 #include "verify/verifier.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -60,7 +61,9 @@ class VerificationGate {
   VerifyConfig config_;
   Verdict run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options);
   bool needs_recheck(const Verdict& verdict) const;
+  uint64_t next_seed();
 
+  std::atomic<uint64_t> seeds_{0};
   mutable std::mutex mutex_;
   std::map<std::string, Verdict> verdicts_;
 };

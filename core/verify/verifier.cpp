@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <random>
 
 namespace arbiter {
 
@@ -151,6 +152,27 @@ bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuf
   return true;
 }
 
+struct Scalars {
+  float alpha = 1.0f, beta = 0.0f, eps = 1e-5f;
+};
+
+// The scalars of one run, drawn per run so that no fixed value can be special-cased: the
+// common ones (alpha 1, beta 1, eps 1e-5) as often as others, so that neither a kernel that
+// is right only for them nor one that is right only away from them passes. beta is zero
+// exactly when the problem has no C (has_c is beta != 0).
+Scalars draw_scalars(const arb_problem& p, uint64_t seed, int draw) {
+  std::mt19937_64 rng(seed ^ 0xa0761d6478bd642full);
+  std::uniform_real_distribution<float> magnitude(0.25f, 2.0f);
+  std::uniform_real_distribution<float> log_eps(std::log(1e-8f), std::log(1e-2f));
+  static constexpr float kAlphas[] = {1.0f, 1.5f, -0.75f}, kBetas[] = {0.75f, 1.0f, -0.5f}, kEps[] = {1e-5f, 1e-6f, 3e-3f};
+  const int pick = draw % 4;  // 0-2: a listed value, 3: a random one
+  Scalars out;
+  out.alpha = pick < 3 ? kAlphas[pick] : (rng() & 1 ? 1.0f : -1.0f) * magnitude(rng);
+  out.beta = !p.has_c ? 0.0f : pick < 3 ? kBetas[pick] : (rng() & 1 ? 1.0f : -1.0f) * magnitude(rng);
+  out.eps = pick < 3 ? kEps[pick] : std::exp(log_eps(rng));
+  return out;
+}
+
 }  // namespace
 
 Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
@@ -187,11 +209,14 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
           if (trial > 0 && s != 0 && s != 1 + static_cast<size_t>(trial) % std::max<size_t>(1, shapes.size() - 1))
             continue;
           const arb_problem& p = shapes[s].problem;
-          const std::string where = fmt::format("trial {}, {} inputs, {}: {}", trial + 1,
-                                                distribution_name(distribution), shapes[s].label, problem_key(p));
           const uint64_t seed = options.seed * 0x9e3779b97f4a7c15ull + 1000003u * static_cast<uint64_t>(trial + 1) +
                                 7919u * s + (distribution == Distribution::normal ? 17 : 0);
-          ProblemBuffers inputs(p, 1.5f, p.has_c ? 0.75f : 0.0f, 1e-5f);  // alpha, beta never 1 or 0
+          const Scalars scalars = draw_scalars(p, seed, trial * 2 + (distribution == Distribution::normal ? 1 : 0));
+          ProblemBuffers inputs(p, scalars.alpha, scalars.beta, scalars.eps);
+          const std::string where =
+              fmt::format("trial {}, {} inputs, {}, alpha {:g} beta {:g} eps {:g}: {}", trial + 1,
+                          distribution_name(distribution), shapes[s].label, scalars.alpha, scalars.beta, scalars.eps,
+                          problem_key(p));
           inputs.randomize(seed, distribution);
           const ProblemBuffers expected = expected_for(run, inputs);
 
@@ -216,7 +241,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
             if (deterministic && !outputs_identical(again, result))
               checks.fail("rerun_differs", "two runs on identical inputs differ (" + where + ")");
           }
-          ProblemBuffers fresh(p, 1.5f, p.has_c ? 0.75f : 0.0f, 1e-5f);  // new data, same addresses
+          ProblemBuffers fresh(p, scalars.alpha, scalars.beta, scalars.eps);  // new data, same addresses
           fresh.randomize(seed ^ 0x5bd1e995u, distribution);
           const ProblemBuffers fresh_expected = expected_for(run, fresh);
           operands.upload(fresh, nullptr);

@@ -1,7 +1,8 @@
 // The verification gate's checks (docs/architecture.md, "The verification gate"): a kernel takes part in dispatch for
 // a problem class only after it matched the fp64 reference on it. Each trial runs every
-// verification shape on fresh random inputs from two distributions, in fresh buffers at new
-// addresses, with NaN-poisoned outputs and canary guards, and then checks:
+// verification shape on fresh random inputs from two distributions, with scalars drawn per
+// run (alpha, beta, eps: the common values and others), in fresh buffers at new addresses,
+// with NaN-poisoned outputs and canary guards, and then checks:
 //   launch_failed     the kernel reported an error (or threw)
 //   unwritten_output  NaN left in an output where the reference has a number
 //   accuracy          relative norm error above the dtype's tolerance
@@ -35,7 +36,7 @@ struct Verdict {
 
 struct VerifyOptions {
   int trials = 3;            // at least three (docs/architecture.md, "The verification gate")
-  uint64_t seed = 0;         // varies every input; a re-verification uses another
+  uint64_t seed = 0;         // varies every input and scalar; the gate draws one per verification
   bool full_problem = false; // also run the problem at full size (if the reference can afford it)
   double tolerance = 0;      // relative norm error accepted; 0: the dtype's (tolerance_for)
 };
