@@ -31,12 +31,15 @@ inline std::string config_loading(const std::vector<std::string>& files, const s
   return toml + "]\n" + extra;
 }
 
+// The SHA-256 of a file, as the host computes it for plugins.
+inline std::string file_sha256(const std::string& path) { return sha256_hex(read_text_file(path, "plugin")); }
+
 // TOML that trusts these plugin files by path and content ([[plugins.trust]]): their kernels
 // run without the gate (AI-generated ones excepted).
 inline std::string trusting(const std::vector<std::string>& files) {
   std::string toml;
   for (const std::string& file : files)
-    toml += "[[plugins.trust]]\npath = \"" + file + "\"\nsha256 = \"" + sha256_hex(read_text_file(file, "plugin")) + "\"\n";
+    toml += "[[plugins.trust]]\npath = \"" + file + "\"\nsha256 = \"" + file_sha256(file) + "\"\n";
   return toml;
 }
 

@@ -1,8 +1,6 @@
 // Trust set by the host and the operator, never claimed by a plugin (docs/verification.md,
 // "Trust"): the built-in oracle, content hashes as identity, [[plugins.trust]], duplicate
 // names, files others could have written, and tuning-table verdicts that are claims.
-#include "arbiter_base/sha256.hpp"
-#include "arbiter_base/text_file.hpp"
 #include "common/failure.hpp"
 #include "problem/op.hpp"
 #include "problem/op_table.hpp"
@@ -22,8 +20,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kSoftmax = "softmax f32 rows=3 cols=40";
-
-std::string file_sha256(const std::string& path) { return sha256_hex(read_text_file(path, "plugin")); }
 
 bool has_note(const Context& context, const std::string& text) {
   for (const std::string& note : context.registry().notes())
@@ -92,7 +88,7 @@ TEST_CASE("trust.declared reference provenance is information: the plugin is gat
 
 TEST_CASE("trust.the host hashes every plugin file, and [[plugins.trust]] needs the path and that hash") {
   const std::string cpu = test::plugin_file("cpu");
-  const std::string hash = file_sha256(cpu);
+  const std::string hash = test::file_sha256(cpu);
   {
     const auto context = test::make_context(test::config_loading({cpu}));
     const PluginRecord* record = test::plugin_named(*context, "cpu");

@@ -88,15 +88,15 @@ OverrideRule read_override(const toml::table& table, const std::string& source) 
   if (auto parsed = parse_op(*op)) {
     rule.op = *parsed;
   } else {
-    s.error(*s.find("op"), "unknown op '" + *op + "' (" + op_names() + ")");
+    s.error_at("op", "unknown op '" + *op + "' (" + op_names() + ")");
   }
   if (auto dtype = s.string("dtype")) {
     rule.dtype = parse_dtype(*dtype);
-    if (!rule.dtype) s.error(*s.find("dtype"), "unknown dtype '" + *dtype + "' (f32, f16, bf16)");
+    if (!rule.dtype) s.error_at("dtype", "unknown dtype '" + *dtype + "' (f32, f16, bf16)");
   }
   if (auto device = s.string("device")) {
     rule.device = parse_device(*device);
-    if (!rule.device) s.error(*s.find("device"), "unknown device '" + *device + "' (cpu, cuda)");
+    if (!rule.device) s.error_at("device", "unknown device '" + *device + "' (cpu, cuda)");
   }
   // Sizes of every op are recognised, so that one of another op is named as such.
   const Op* rule_op = find_op(rule.op);
@@ -134,7 +134,7 @@ void read_dispatch(Section& root, const std::string& source, DispatchConfig& out
     } else if (*on_miss == "error") {
       out.on_miss = OnMiss::error;
     } else {
-      s.error(*s.find("on_miss"),
+      s.error_at("on_miss",
               "'dispatch.on_miss' must be \"heuristic\", \"nearest\" or \"error\", not \"" + *on_miss + "\"");
     }
   }
@@ -162,7 +162,7 @@ void read_table(Section& root, const std::string& source, const std::string& bas
         known = true;
       }
     if (!known)
-      s.error(*s.find("policy"), "'table.policy' must be \"replay\", \"tune-missing\", \"retune\" or \"strict\", not \"" +
+      s.error_at("policy", "'table.policy' must be \"replay\", \"tune-missing\", \"retune\" or \"strict\", not \"" +
                                      *policy + "\"");
   }
   s.finish();
@@ -178,7 +178,7 @@ void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
   if (auto v = s.boolean("allow_tf32")) out.allow_tf32 = *v;
   if (auto v = s.boolean("recheck_table_verdicts")) out.recheck_table_verdicts = *v;
   if (auto v = s.integer("trials")) {
-    if (*v < 3 || *v > 100) s.error(*s.find("trials"), "'verify.trials' must be from 3 to 100");
+    if (*v < 3 || *v > 100) s.error_at("trials", "'verify.trials' must be from 3 to 100");
     out.trials = static_cast<int>(*v);
   }
   s.finish();
@@ -190,7 +190,7 @@ void read_tune(Section& root, const std::string& source, TuneConfig& out) {
   Section s(*table, "tune", source, ARB_ERR_CONFIG);
   auto bounded = [&](const char* key, int64_t lo, int64_t hi, int& field) {
     if (auto v = s.integer(key)) {
-      if (*v < lo || *v > hi) s.error(*s.find(key), fmt::format("'tune.{}' must be from {} to {}", key, lo, hi));
+      if (*v < lo || *v > hi) s.error_at(key, fmt::format("'tune.{}' must be from {} to {}", key, lo, hi));
       field = static_cast<int>(*v);
     }
   };
@@ -203,13 +203,13 @@ void read_tune(Section& root, const std::string& source, TuneConfig& out) {
     if (out.screen_factor < 1.0) s.error(*node, "'tune.screen_factor' must be at least 1");
   }
   if (auto cache = s.string("cache")) {
-    if (*cache != "cold" && *cache != "warm") s.error(*s.find("cache"), "'tune.cache' must be \"cold\" or \"warm\"");
+    if (*cache != "cold" && *cache != "warm") s.error_at("cache", "'tune.cache' must be \"cold\" or \"warm\"");
     out.cache = *cache;
   }
   out.exclude = s.strings("exclude");
   for (const std::string& name : out.exclude)
     if (name.find('.') == std::string::npos || name.front() == '.')
-      s.error(*s.find("exclude"), "'tune.exclude' takes kernel names \"<plugin>.<kernel>\", not \"" + name + "\"");
+      s.error_at("exclude", "'tune.exclude' takes kernel names \"<plugin>.<kernel>\", not \"" + name + "\"");
   s.finish();
 }
 
@@ -221,7 +221,7 @@ void read_cuda(Section& root, const std::string& source, CudaConfig& out) {
     if (*device == "gpu") out.device = CudaDeviceKind::gpu;
     else if (*device == "emulated") out.device = CudaDeviceKind::emulated;
     else if (*device == "off") out.device = CudaDeviceKind::off;
-    else s.error(*s.find("device"), "'cuda.device' must be \"gpu\", \"emulated\" or \"off\", not \"" + *device + "\"");
+    else s.error_at("device", "'cuda.device' must be \"gpu\", \"emulated\" or \"off\", not \"" + *device + "\"");
   }
   s.finish();
 }
@@ -236,7 +236,7 @@ Config parse_config(std::string_view toml_text, const std::string& source, const
   if (auto level = root.string("log_level")) {
     auto parsed = parse_log_level(*level);
     if (!parsed)
-      root.error(*root.find("log_level"), "'log_level' must be one of trace, debug, info, warn, error, off");
+      root.error_at("log_level", "'log_level' must be one of trace, debug, info, warn, error, off");
     config.log_level = *parsed;
   }
   read_plugins(root, source, base_dir, config.plugins);

@@ -33,7 +33,9 @@ bool Dispatcher::admitted(const KernelRecord& kernel, const arb_problem& problem
   if (services_.gate == nullptr) return true;
   const Admission answer = services_.gate->admission(kernel, problem, mode == Mode::dispatch);
   switch (answer.state) {
-    case Admission::State::admitted: return true;
+    case Admission::State::admitted:  // on whose word, when not a verdict reached here
+      if (note && !answer.reason.empty()) *note = " (" + answer.reason + ")";
+      return true;
     case Admission::State::pending:  // explain only: shown as the choice, with the note
       if (note) *note = " (" + answer.reason + ")";
       return true;
@@ -119,14 +121,12 @@ bool Dispatcher::by_table(const arb_problem& p, Mode mode, Decision& decision, s
                        e.runner_up.empty() ? "" : fmt::format(", {:.1f}% ahead of {}", e.margin * 100, e.runner_up),
                        e.verification, e.when));
       // The entry's verdict is the table's claim: the gate decides (docs/verification.md).
-      if (services_.gate != nullptr) {
-        const Admission answer = services_.gate->admission(*entry->kernel, p, mode == Mode::dispatch);
-        if (answer.state == Admission::State::refused) {
-          note("tuning table: " + e.kernel + " refused by the gate: " + answer.reason);
-          return false;
-        }
-        note("tuning table: " + e.kernel + ": " + answer.reason);
+      std::string gate_note;
+      if (!admitted(*entry->kernel, p, mode, &gate_note)) {
+        note("tuning table: " + e.kernel + " refused by the gate: " + gate_note);
+        return false;
       }
+      if (!gate_note.empty()) note("tuning table: " + e.kernel + gate_note);
       decision.kernel = entry->kernel;
       decision.rule = "tuning table entry (table.policy = " + policy + ")";
       return true;

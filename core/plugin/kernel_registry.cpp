@@ -117,14 +117,10 @@ void KernelRegistry::resolve_duplicate_names(const PluginsConfig& config) {
     record.reason = std::move(reason);
     logger().warn("plugin '{}' at {}: {}", record.name, record.path, record.reason);
   };
-  for (auto& record : plugins_) {
-    if (record.get() == oracle_ || record->state != PluginState::loaded) continue;
-    if (record->name == oracle_->name) {
+  for (auto& record : plugins_)
+    if (record.get() != oracle_ && record->state == PluginState::loaded && record->name == oracle_->name)
       lose(*record, "the name '" + record->name + "' is the verification oracle's, built into " + oracle_->path +
                         ": no plugin file can replace it");
-      continue;
-    }
-  }
   std::map<std::string, std::vector<PluginRecord*>> by_name;
   for (auto& record : plugins_)
     if (record.get() != oracle_ && record->state == PluginState::loaded) by_name[record->name].push_back(record.get());

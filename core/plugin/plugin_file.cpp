@@ -35,6 +35,17 @@ struct IdentityLess {
   bool operator()(const FileIdentity& a, const FileIdentity& b) const { return tie_identity(a) < tie_identity(b); }
 };
 
+// A descriptor closed on every way out.
+struct OpenFile {
+  explicit OpenFile(int descriptor) : fd(descriptor) {}
+  ~OpenFile() {
+    if (fd >= 0) ::close(fd);
+  }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+  int fd;
+};
+
 // Who may have written something with this owner and mode, or "".
 std::string foreign_writer(const struct stat& st, bool directory) {
   const uid_t me = ::geteuid();
@@ -74,14 +85,13 @@ HashedFile hash_file(const fs::path& file) {
   static std::mutex mutex;
   static std::map<FileIdentity, std::string, IdentityLess> known;
   HashedFile out;
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
+  const OpenFile fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.fd < 0) {
     out.error = "cannot open " + file.string();
     return out;
   }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     out.error = "not a regular file";
     return out;
   }
@@ -89,24 +99,19 @@ HashedFile hash_file(const fs::path& file) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = known.find(out.identity); it != known.end()) {
-      ::close(fd);
       out.sha256 = it->second;
       return out;
     }
   }
   Sha256 hash;
   std::vector<unsigned char> buffer(1 << 20);
-  for (;;) {
-    const ssize_t got = ::read(fd, buffer.data(), buffer.size());
+  for (ssize_t got; (got = ::read(fd.fd, buffer.data(), buffer.size())) != 0;) {
     if (got < 0) {
-      ::close(fd);
       out.error = "cannot read " + file.string();
       return out;
     }
-    if (got == 0) break;
     hash.update(buffer.data(), static_cast<size_t>(got));
   }
-  ::close(fd);
   out.sha256 = hash.hex_digest();
   std::lock_guard<std::mutex> lock(mutex);
   known[out.identity] = out.sha256;

@@ -22,7 +22,7 @@ TableEntry read_entry(const toml::table& table, const std::string& source, size_
   e.key = s.required_string("key");
   e.device = s.required_string("device");
   e.kernel = s.required_string("kernel");
-  if (e.kernel.find('.') == std::string::npos) s.error(*s.find("kernel"), "'kernel' must be \"<plugin>.<kernel>\"");
+  if (e.kernel.find('.') == std::string::npos) s.error_at("kernel", "'kernel' must be \"<plugin>.<kernel>\"");
   e.plugin_version = s.required_string("plugin_version");
   e.build_id = s.required_string("build_id");
   e.runtime_version = s.string("runtime_version").value_or("");
@@ -63,7 +63,7 @@ TuningTable TuningTable::parse(std::string_view text, const std::string& source)
   Section root(document, "", source, ARB_ERR_TABLE);
   const int64_t schema = root.required_integer("schema");
   if (schema != kSchema)
-    root.error(*root.find("schema"), fmt::format("schema {} is not supported (this arbiter reads schema {})", schema, kSchema));
+    root.error_at("schema", fmt::format("schema {} is not supported (this arbiter reads schema {})", schema, kSchema));
   if (const toml::table* devices = root.table("devices")) {
     for (const auto& [id, node] : *devices) {
       if (!node.is_table()) root.wrong_type(node, "devices." + std::string(id.str()), "a table");

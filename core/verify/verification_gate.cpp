@@ -129,8 +129,7 @@ Admission VerificationGate::admission(const KernelRecord& kernel, const arb_prob
     v = verdict(kernel, problem);
   }
   if (!v->passed) return {State::refused, "verification " + v->summary()};
-  return {State::admitted, v->from_table ? "verdict from the tuning table (same plugin content), not re-checked"
-                                         : "verified in this process"};
+  return {State::admitted, v->from_table ? "verdict from the tuning table (same plugin content), not re-checked" : ""};
 }
 
 }  // namespace arbiter

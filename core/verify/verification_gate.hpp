@@ -28,7 +28,8 @@ struct Admission {
     pending    // not verified yet, and not allowed to verify now (explain)
   };
   State state = State::refused;
-  std::string reason;  // why refused; for pending, what happens on first use; for admitted, on what word
+  std::string reason;  // why refused; for pending, what happens on first use; for admitted,
+                       // on whose word when not a verdict reached in this process ("" then)
 };
 
 class VerificationGate {
