@@ -17,7 +17,9 @@ class DeviceOperands {
   static constexpr size_t kGuardBytes = 256;
   static constexpr uint32_t kCanary = 0x7fbadc0du;  // a NaN as f32, and recognisable
 
-  DeviceOperands(Device& device, const ProblemBuffers& host, void* stream);
+  // `canary` fills the guards: the verification gate draws one per run, so that a kernel
+  // cannot recognise the gate's buffers by what lies before them.
+  DeviceOperands(Device& device, const ProblemBuffers& host, void* stream, uint32_t canary = kCanary);
 
   // Copies every operand (rows, padding and all) from host buffers of the same problem.
   void upload(const ProblemBuffers& host, void* stream);
@@ -25,6 +27,8 @@ class DeviceOperands {
   void download(ProblemBuffers& host, void* stream) const;
   // Computed once: the addresses never change.
   const arb_operands& operands() const { return operands_; }
+  // The device address of an operand's data ("x", "d"...), nullptr if the problem has none.
+  void* data(const std::string& name) const;
   // Names of the operands whose guard regions no longer hold the canary.
   std::vector<std::string> damaged_guards(void* stream) const;
   // Bytes of all operands together (for rotating sets past the cache).
@@ -38,6 +42,7 @@ class DeviceOperands {
     std::byte* data() const { return static_cast<std::byte*>(memory.data()) + kGuardBytes; }
   };
   Device& device_;
+  uint32_t canary_;
   std::vector<Slot> slots_;
   arb_operands operands_{};
   size_t bytes_ = 0;

@@ -5,6 +5,7 @@
 
 #include <arbiter/float16.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -40,17 +41,91 @@ ProblemBuffers::Operand& ProblemBuffers::add(std::string name, bool input, bool 
   return operands_.back();
 }
 
+const InputDraw& input_draw(Distribution distribution) {
+  return distribution == Distribution::normal ? kNormalInputs : kUniformInputs;
+}
+
 void ProblemBuffers::randomize(uint64_t seed, Distribution distribution) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  const size_t element = dtype_size(problem_.dtype);
-  for (Operand& o : operands_) {
-    const int64_t count = static_cast<int64_t>(o.buffer.size() / element);
-    for (int64_t i = 0; i < count; ++i) {
-      const float v = !o.is_input ? NAN : distribution == Distribution::normal ? normal(rng) : uniform(rng);
-      store_float(o.buffer.data(), i, problem_.dtype, v);
+  randomize(seed, input_draw(distribution), OutputFill::nan);
+}
+
+namespace {
+
+// Draws the values of one input row by row (ld elements each, the padding included).
+class InputDrawer {
+ public:
+  InputDrawer(const InputDraw& draw, uint64_t seed) : draw_(draw), rng_(seed) {}
+
+  // Values for elements [begin, end) of row r of an operand with `rows` rows.
+  template <typename Store>
+  void row(int64_t r, int64_t rows, int64_t begin, int64_t end, Store&& store) {
+    const double scale =
+        draw_.low_scale == draw_.high_scale
+            ? draw_.low_scale
+            : std::exp(std::uniform_real_distribution<double>(std::log(draw_.low_scale), std::log(draw_.high_scale))(rng_));
+    for (int64_t i = begin; i < end; ++i) {
+      const double v = draw_.base == InputDraw::Base::normal ? normal_(rng_) : uniform_(rng_);
+      store(i, v * scale);
     }
+    if (end <= begin) return;
+    auto any = [&] { return begin + static_cast<int64_t>(rng_() % static_cast<uint64_t>(end - begin)); };
+    if (draw_.outlier != 0.0) store(any(), (rng_() & 1 ? 1 : -1) * draw_.outlier);
+    if (draw_.masked > 0.0) {
+      std::bernoulli_distribution masked(draw_.masked);
+      for (int64_t i = begin; i < end; ++i)
+        if (masked(rng_)) store(i, -INFINITY);
+    }
+    // Rows 0-2 of an operand with at least 4 rows: the special rows, leaving others ordinary.
+    if (draw_.special_rows && rows >= 4) {
+      if (r == 0)
+        for (int64_t i = begin; i < end; ++i) store(i, -INFINITY);
+      if (r == 1) store(any(), NAN);
+      if (r == 2) store(any(), INFINITY);
+    }
+  }
+
+ private:
+  const InputDraw& draw_;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> uniform_{-1.0, 1.0};
+  std::normal_distribution<double> normal_{0.0, 1.0};
+};
+
+}  // namespace
+
+void ProblemBuffers::randomize(uint64_t seed, const InputDraw& draw, OutputFill fill) {
+  std::mt19937_64 fill_rng(seed ^ 0x2545f4914f6cdd1dull);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const size_t element = dtype_size(problem_.dtype);
+  uint64_t operand_seed = seed;
+  for (Operand& o : operands_) {
+    std::byte* data = o.buffer.data();
+    const int64_t count = static_cast<int64_t>(o.buffer.size() / element);
+    if (!o.is_input) {
+      for (int64_t i = 0; i < count; ++i)
+        store_float(data, i, problem_.dtype,
+                    fill == OutputFill::nan ? NAN : fill == OutputFill::zeros ? 0.0f : uniform(fill_rng));
+      continue;
+    }
+    InputDrawer drawer(draw, operand_seed++ * 0x9e3779b97f4a7c15ull + 1);
+    for (int64_t r = 0; r < o.rows; ++r) {
+      const int64_t begin = r * o.ld, end = std::min(count, begin + o.ld);
+      drawer.row(r, o.rows, begin, end,
+                 [&](int64_t i, double v) { store_float(data, i, problem_.dtype, static_cast<float>(v)); });
+    }
+  }
+}
+
+void ProblemBuffers::redraw_interior(uint64_t seed, const InputDraw& draw) {
+  uint64_t operand_seed = seed;
+  for (Operand& o : operands_) {
+    if (!o.is_input) continue;
+    std::byte* data = o.buffer.data();
+    const int64_t skip = o.cols >= 4 ? o.cols / 4 : 0;
+    InputDrawer drawer(draw, operand_seed++ * 0xbf58476d1ce4e5b9ull + 7);
+    for (int64_t r = 0; r < o.rows; ++r)
+      drawer.row(r, o.rows, r * o.ld + skip, r * o.ld + o.cols - skip,
+                 [&](int64_t i, double v) { store_float(data, i, problem_.dtype, static_cast<float>(v)); });
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "device/host_buffer.hpp"
+#include "problem/input_draw.hpp"
 
 #include <arbiter/plugin.h>
 
@@ -13,12 +14,13 @@
 
 namespace arbiter {
 
-// How input values are drawn.
+// The two ordinary ways of drawing inputs (input_draw.hpp has the others).
 enum class Distribution {
   uniform,  // uniform in [-1, 1]
   normal    // standard normal
 };
 const char* distribution_name(Distribution distribution);
+const InputDraw& input_draw(Distribution distribution);
 
 // The arb_operands of a problem whose buffers `find(name)` returns ("a", "b", "c", "bias",
 // "d", "x", "residual", "weight", "y"; nullptr for absent ones). C is D when c_is_d.
@@ -56,6 +58,12 @@ class ProblemBuffers {
 
   // Fills inputs with random values of the dtype and poisons pure outputs with NaN.
   void randomize(uint64_t seed, Distribution distribution = Distribution::uniform);
+  // The same with any input draw, and pure outputs filled as `fill` says.
+  void randomize(uint64_t seed, const InputDraw& draw, OutputFill fill);
+  // New values for the interior of every input (all but the first and last quarter of each
+  // row's columns; every element of rows shorter than 4): new data that a kernel replaying
+  // results by a fingerprint of the edges would not notice.
+  void redraw_interior(uint64_t seed, const InputDraw& draw);
 
   // Pointers to this object's buffers, for a launch.
   arb_operands operands() const;

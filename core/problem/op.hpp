@@ -5,6 +5,7 @@
 // adding an op is one Op in core/problem/ops/, its line in op_table.cpp, and its kernels.
 #pragma once
 
+#include "problem/input_draw.hpp"
 #include "problem/problem_text.hpp"
 
 #include <arbiter/plugin.h>
@@ -32,6 +33,13 @@ inline constexpr size_t kMaxSizes = 4;
 // One size per SizeField, in the op's order.
 struct Sizes {
   int64_t value[kMaxSizes] = {};
+};
+
+// One row stride of a problem (elements), and the least it may be: its operand's columns.
+struct StrideField {
+  const char* name;
+  int64_t arb_problem::*member;
+  int64_t least;
 };
 
 // A problem's sizes for verification, with what the shape is for ("edge: a single row").
@@ -85,6 +93,13 @@ class Op {
   virtual arb_problem resized(const arb_problem& problem, const Sizes& sizes) const = 0;
   virtual Sizes verification_sizes(const arb_problem& problem) const = 0;
   virtual std::vector<SizedShape> edge_shapes(const Sizes& verified) const = 0;
+  // The row strides the gate draws independently (verification_shapes.cpp); tie_strides
+  // then restores the ones the problem ties together (gemm in place: ldc = ldd).
+  virtual std::vector<StrideField> strides(const arb_problem& problem) const = 0;
+  virtual void tie_strides(arb_problem&) const {}
+  // Input draws beyond the two ordinary ones (input_draw.hpp) that the gate runs kernels
+  // on: the magnitudes and special values where kernels of this op go wrong.
+  virtual std::vector<InputDraw> hard_inputs(const arb_problem& problem) const = 0;
 
   // An ordinary problem of the op in problem text after "<op> <dtype>", for trying a kernel
   // that claims no shapes of its own.

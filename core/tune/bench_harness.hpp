@@ -1,5 +1,7 @@
 // The bench harness: how one problem's kernels are timed, apart from the policy that picks
-// among them (tuner.cpp). Buffer sets filled once with random data (never zeros) that
+// among them (tuner.cpp). Buffer sets filled once with random data (never zeros), and
+// scalars, drawn as the verification gate draws them (so a kernel cannot tell a timing run
+// from a real call, and the tuner re-checks every timed kernel on this very data), that
 // launches rotate through, past the last-level cache when the cache is to be cold; samples
 // of a batch of launches timed by the device's timer.
 #pragma once
@@ -8,6 +10,7 @@
 #include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
 #include "plugin/kernel_call.hpp"
+#include "verify/verifier.hpp"
 
 #include <algorithm>
 #include <map>
@@ -26,10 +29,9 @@ inline constexpr size_t kMaxBenchSetBytes = size_t(512) << 20;
 // be captured is timed by direct launches on the same stream, and the method says so.
 class BenchHarness {
  public:
-  BenchHarness(Device& device, const arb_problem& problem, bool cold)
-      : device_(device), problem_(problem), stream_(device.create_stream()) {
-    ProblemBuffers host(problem, 1.0f, problem.has_c ? 0.5f : 0.0f, 1e-5f);
-    host.randomize(42, Distribution::uniform);  // never zeros
+  BenchHarness(Device& device, const arb_problem& problem, bool cold, uint64_t seed)
+      : device_(device), problem_(problem), stream_(device.create_stream()), host_(make_inputs(problem, seed)) {
+    const ProblemBuffers& host = host_;
     sets_.push_back(std::make_unique<DeviceOperands>(device, host, nullptr));
     const size_t per_set = std::max<size_t>(sets_[0]->bytes(), 1);
     size_t wanted = cold ? (2 * device.last_level_cache_bytes() + per_set - 1) / per_set : 1;
@@ -49,6 +51,17 @@ class BenchHarness {
   BenchHarness& operator=(const BenchHarness&) = delete;
 
   size_t set_count() const { return sets_.size(); }
+  // The inputs every set was filled with, and what `kernel` gives for them (set 0 filled
+  // again first: kernels that write an input, in place, have changed it while timed).
+  const ProblemBuffers& inputs() const { return host_; }
+  ProblemBuffers result_of(const KernelRecord& kernel, DeviceMemory& workspace, size_t workspace_bytes) {
+    sets_[0]->upload(host_, stream_);
+    launch(kernel, 0, workspace, workspace_bytes);
+    device_.synchronize(stream_);
+    ProblemBuffers result = host_;
+    sets_[0]->download(result, stream_);
+    return result;
+  }
   size_t total_bytes() const { return sets_.size() * sets_[0]->bytes(); }
   // Kernels timed by direct launches although the device has graphs, and why.
   const std::vector<std::string>& uncaptured() const { return uncaptured_; }
@@ -76,6 +89,13 @@ class BenchHarness {
   }
 
  private:
+  static ProblemBuffers make_inputs(const arb_problem& problem, uint64_t seed) {
+    const Scalars scalars = draw_scalars(problem, seed, static_cast<int>(seed % 4));
+    ProblemBuffers host(problem, scalars.alpha, scalars.beta, scalars.eps);
+    host.randomize(seed, seed % 2 ? Distribution::normal : Distribution::uniform);  // never zeros
+    return host;
+  }
+
   void launch(const KernelRecord& kernel, size_t set, DeviceMemory& workspace, size_t workspace_bytes) {
     kernel_launch(kernel, problem_, sets_[set]->operands(), workspace.data(), workspace_bytes, stream_);
   }
@@ -120,6 +140,7 @@ class BenchHarness {
   Device& device_;
   arb_problem problem_;
   void* stream_;  // the tuner's own; nullptr on the CPU
+  ProblemBuffers host_;
   std::vector<std::unique_ptr<DeviceOperands>> sets_;
   size_t next_ = 0;
   std::map<const KernelRecord*, KernelGraphs> graphs_;

@@ -6,6 +6,7 @@
 #include "problem/problem.hpp"
 #include "problem/problem_cost.hpp"
 #include "tune/bench_harness.hpp"
+#include "verify/accuracy.hpp"
 #include "tune/copy_bandwidth.hpp"
 
 #include <arbiter/float16.hpp>
@@ -98,7 +99,7 @@ class TuningRun {
       contenders.push_back(std::move(t));
     }
     if (contenders.empty()) return false;
-    bench.emplace(device, problem, cold);
+    bench.emplace(device, problem, cold, gate.draw_seed());
     return true;
   }
 
@@ -200,6 +201,7 @@ class TuningRun {
   // The vendor baseline: any timed vendor kernel, screened out or not (a winner 10x faster
   // than the vendor has usually screened the vendor out).
   void decide() {
+    check_on_timed_data();
     const Candidate* vendor = nullptr;
     for (const Candidate& c : result.candidates)
       if (c.stats.samples > 0 && c.kernel->provenance == ARB_PROVENANCE_VENDOR &&
@@ -265,7 +267,7 @@ class TuningRun {
     result.method = fmt::format(
         "{} timer, {} warm-up launches, screening at {:.1f}x, median of >= {} samples within {} ms, the top 3 "
         "re-timed interleaved; each sample a batch of launches of >= {:.0f} us{}; cache {}: {} buffer sets, {:.1f} MiB "
-        "(LLC {:.1f} MiB); inputs uniform[-1,1]",
+        "(LLC {:.1f} MiB); inputs and scalars drawn as the gate draws them, every timed kernel checked on them",
         problem.device_type == kDLCPU ? "steady_clock" : "event", config.warmup, config.screen_factor,
         config.min_samples, config.budget_ms, kSampleSeconds * 1e6,
         problem.device_type == kDLCPU ? ""
@@ -274,6 +276,35 @@ class TuningRun {
             : fmt::format(", replayed as a CUDA graph (direct launches for {})", fmt::join(bench->uncaptured(), "; ")),
         cold ? "cold" : "warm", bench->set_count(), static_cast<double>(bench->total_bytes()) / (1 << 20),
         static_cast<double>(device.last_level_cache_bytes()) / (1 << 20));
+  }
+
+  // Every timed kernel that is gated is checked on the data and scalars it was timed on: a
+  // kernel that is right on the gate's runs and wrong on the tuner's loses its place.
+  void check_on_timed_data() {
+    const KernelRecord* reference = gate.oracle(problem.op);
+    if (reference == nullptr) return;
+    std::optional<ProblemBuffers> expected;
+    for (Contender& t : contenders) {
+      Candidate& c = *t.candidate;
+      if (!c.measured || !c.gated) continue;
+      try {
+        if (!expected) expected = reference_answer(*reference, bench->inputs());
+        const ProblemBuffers result = bench->result_of(*c.kernel, t.workspace, t.workspace_bytes);
+        const Comparison cmp = compare_outputs(result, *expected);
+        const double tolerance = (c.kernel->abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32
+                                     ? kTf32Tolerance
+                                     : tolerance_for(problem.dtype);
+        if (cmp.finite && cmp.specials_match && cmp.error <= tolerance) continue;
+        c.status = fmt::format("wrong on the data it was timed on (relative norm error {:.3g})", cmp.error);
+      } catch (const std::exception& e) {
+        c.status = std::string("failed on the data it was timed on: ") + e.what();
+      }
+      c.measured = false;
+      c.verdict.passed = false;
+      c.verdict.failed_checks.push_back("accuracy");
+      c.verdict.detail = "accuracy: " + c.status;
+      gate.remember(*c.kernel, problem, c.verdict);
+    }
   }
 
  private:

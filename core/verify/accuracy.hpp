@@ -1,5 +1,8 @@
 // How close a kernel's output is to the reference's: relative norm error
 // ||out - ref||_2 / ||ref||_2 over every output operand, against a tolerance per dtype.
+// Special values are matched exactly and kept out of the norm (docs/verification.md,
+// "Special values"): where the reference has NaN the kernel must have NaN, where it has an
+// infinity the same infinity, and where it has a number a number.
 #pragma once
 
 #include "device/problem_buffers.hpp"
@@ -18,6 +21,8 @@ struct Comparison {
   double error = 0.0;       // the worst relative norm error over the outputs
   std::string worst;        // which output
   bool finite = true;       // no NaN or infinity where the reference has none
+  bool specials_match = true;  // NaN and infinities exactly where the reference has them
+  std::string first_special_mismatch;  // "y[3,5] is 1 where the reference has nan"
 };
 
 // Compares the outputs of two buffer sets built for the same problem.

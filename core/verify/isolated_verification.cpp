@@ -77,10 +77,12 @@ std::optional<Verdict> decode_verdict(std::string_view bytes) {
   return v;
 }
 
-Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
-                               const arb_problem& problem, const VerifyOptions& options, double timeout_seconds) {
-  const ChildOutcome outcome = run_in_child(
-      [&] { return encode_verdict(verify_kernel(device, kernel, reference, problem, options)); }, timeout_seconds);
+namespace {
+
+// Runs `verify` in a child; a child that does not send back a verdict is a failed one.
+template <typename Verify>
+Verdict in_child(const KernelRecord& kernel, Verify&& verify, double timeout_seconds) {
+  const ChildOutcome outcome = run_in_child([&] { return encode_verdict(verify()); }, timeout_seconds);
   if (outcome.completed)
     if (std::optional<Verdict> v = decode_verdict(outcome.answer)) return *v;
   // What the signal means for emulated device code: emucc builds it with the alignment
@@ -101,6 +103,19 @@ Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const
                  : fmt::format("crashed: the process verifying {} on the emulator {}: {}; this process is unharmed",
                                kernel.name, outcome.failure, cause);
   return v;
+}
+
+}  // namespace
+
+Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                               const arb_problem& problem, const VerifyOptions& options, double timeout_seconds) {
+  return in_child(kernel, [&] { return verify_kernel(device, kernel, reference, problem, options); }, timeout_seconds);
+}
+
+Verdict check_full_size_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                                 const arb_problem& problem, uint64_t seed, double tolerance, double timeout_seconds) {
+  return in_child(kernel, [&] { return check_full_size(device, kernel, reference, problem, seed, tolerance); },
+                  timeout_seconds);
 }
 
 }  // namespace arbiter

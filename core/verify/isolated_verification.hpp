@@ -14,6 +14,9 @@ namespace arbiter {
 
 Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                                const arb_problem& problem, const VerifyOptions& options, double timeout_seconds);
+// The same for check_full_size.
+Verdict check_full_size_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                                 const arb_problem& problem, uint64_t seed, double tolerance, double timeout_seconds);
 
 // A verdict as bytes and back (exact: doubles bit for bit). decode: nullopt if malformed.
 std::string encode_verdict(const Verdict& verdict);

@@ -6,7 +6,10 @@
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "verify/accuracy.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/problem_cost.hpp"
 #include "verify/isolated_verification.hpp"
+#include "verify/verification_shapes.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -58,9 +61,61 @@ void VerificationGate::remember_from_table(const KernelRecord& kernel, const arb
 }
 
 Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh) {
+  std::optional<Verdict> v;
   if (!fresh)
-    if (auto known = known_verdict(kernel, problem); known && !needs_recheck(*known)) return *known;
-  return run(kernel, problem, VerifyOptions{config_.trials, next_seed(), false, 0});
+    if (auto known = known_verdict(kernel, problem); known && !needs_recheck(*known)) v = std::move(known);
+  if (!v) v = run(kernel, problem, VerifyOptions{config_.trials, next_seed(), false, 0});
+  if (!v->passed || (v->from_table && !config_.recheck_table_verdicts)) return *v;  // the operator takes the table's word
+  return checked_at_full_size(kernel, problem, std::move(*v));
+}
+
+std::string VerificationGate::full_size_key(const KernelRecord& kernel, const arb_problem& problem) const {
+  return verdict_key(kernel, problem) + "|" + problem_key(problem);
+}
+
+bool VerificationGate::full_size_done(const KernelRecord& kernel, const arb_problem& problem) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return full_size_checked_.count(full_size_key(kernel, problem)) != 0;
+}
+
+bool VerificationGate::full_size_unaffordable(const arb_problem& problem) const {
+  try {
+    const bool emulated = devices_.of(problem.device_type).emulated();
+    return reference_cost(problem) > (emulated ? kMaxEmulatedFullSizeCost : kMaxReferenceCost);
+  } catch (const Failure&) {
+    return true;  // no such device: nothing to check on
+  }
+}
+
+// A verdict earned on the class's shapes does not cover a problem whose size or strides the
+// kernel treats differently: each new problem is run once at full size before the verdict
+// is used for it.
+Verdict VerificationGate::checked_at_full_size(const KernelRecord& kernel, const arb_problem& problem,
+                                               Verdict class_verdict) {
+  const std::string key = full_size_key(kernel, problem);
+  if (full_size_done(kernel, problem)) return class_verdict;
+  const KernelRecord* reference = registry_.oracle(problem.op);
+  if (full_size_unaffordable(problem) || reference == nullptr || !kernel_supports(kernel, problem, nullptr)) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    full_size_checked_.insert(key);  // admission() says when it was too large
+    return class_verdict;
+  }
+  const double tolerance =
+      (kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32 ? kTf32Tolerance : 0;
+  Device& device = devices_.of(problem.device_type);
+  Verdict full = device.emulated()
+                     ? check_full_size_in_child(device, kernel, *reference, problem, next_seed(), tolerance,
+                                                emulated_verify_seconds())
+                     : check_full_size(device, kernel, *reference, problem, next_seed(), tolerance);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    full_size_checked_.insert(key);
+  }
+  if (full.passed) return class_verdict;
+  full.detail = "the problem at full size, " + problem_key(problem) + ":\n" + full.detail;
+  logger().warn("kernel {} failed at full size on {}: {}", kernel.name, problem_key(problem), full.detail);
+  remember(kernel, problem, full);
+  return full;
 }
 
 Verdict VerificationGate::reverify(const KernelRecord& kernel, const arb_problem& problem) {
@@ -100,6 +155,10 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
   if (!v.passed)
     logger().warn("kernel {} failed verification for {}: {}", kernel.name, problem_class_key(problem), v.detail);
   remember(kernel, problem, v);
+  if (verified_unshrunk(problem)) {  // its verification ran it as it is
+    std::lock_guard<std::mutex> lock(mutex_);
+    full_size_checked_.insert(full_size_key(kernel, problem));
+  }
   return v;
 }
 
@@ -121,15 +180,22 @@ Admission VerificationGate::admission(const KernelRecord& kernel, const arb_prob
                                  ? "the oracle"
                                  : "not gated: its plugin is trusted by path and SHA-256 ([[plugins.trust]])"};
   std::optional<Verdict> v = known_verdict(kernel, problem);
-  if (!v || needs_recheck(*v)) {
-    if (!may_verify)
+  if (!may_verify) {
+    if (!v || needs_recheck(*v))
       return {State::pending, v ? "the tuning table's verdict (passed) is verified again on first use "
                                   "(verify.recheck_table_verdicts)"
                                 : "verification pending: runs on first use"};
+    if (v->passed && !v->from_table && !full_size_done(kernel, problem))
+      return {State::pending, "verified for the class; the problem at full size is checked on first use"};
+  } else {
     v = verdict(kernel, problem);
   }
   if (!v->passed) return {State::refused, "verification " + v->summary()};
-  return {State::admitted, v->from_table ? "verdict from the tuning table (same plugin content), not re-checked" : ""};
+  if (v->from_table) return {State::admitted, "verdict from the tuning table (same plugin content), not re-checked"};
+  if (full_size_unaffordable(problem))
+    return {State::admitted, "verified for the class; the problem at full size is not run: the fp64 reference would "
+                             "cost more than the gate's bound"};
+  return {State::admitted, ""};
 }
 
 }  // namespace arbiter

@@ -4,7 +4,10 @@
 // kernels of plugins the operator trusts by path and hash ([[plugins.trust]]; never
 // AI-generated kernels) run without a verdict; what a plugin declares about itself counts for
 // nothing. Verdicts read from a tuning table are re-checked before first use unless
-// verify.recheck_table_verdicts = false.
+// verify.recheck_table_verdicts = false. A class verdict covers a new problem of the class
+// only after the kernel was also right on that problem at full size (check_full_size; once
+// per problem and process, when the fp64 reference can afford it: kMaxReferenceCost, less
+// on the emulator).
 #pragma once
 
 #include "config/config.hpp"
@@ -16,6 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace arbiter {
@@ -41,7 +45,8 @@ class VerificationGate {
   Admission admission(const KernelRecord& kernel, const arb_problem& problem, bool may_verify);
 
   // The verdict, computed now if not known, or known only from a table that is re-checked
-  // (or always, with fresh = true).
+  // (or always, with fresh = true); then, for a passing one, the problem at full size if it
+  // was not run yet (a failure there is the class's verdict from then on).
   Verdict verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh = false);
   // A second opinion on a result that looks too good: new random inputs, and the problem at
   // full size as well as the usual shapes. Replaces the remembered verdict.
@@ -50,6 +55,10 @@ class VerificationGate {
   void remember(const KernelRecord& kernel, const arb_problem& problem, const Verdict& verdict);
   // A passing verdict a tuning-table entry claims; re-checked before first use (see above).
   void remember_from_table(const KernelRecord& kernel, const arb_problem& problem, Verdict verdict);
+
+  // A seed no kernel can predict (for the tuner's timing data, too).
+  uint64_t draw_seed() { return next_seed(); }
+  const KernelRecord* oracle(int32_t op) const { return registry_.oracle(op); }
 
   // Does this kernel need a verdict at all?
   bool gated(const KernelRecord& kernel) const;
@@ -62,11 +71,17 @@ class VerificationGate {
   VerifyConfig config_;
   Verdict run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options);
   bool needs_recheck(const Verdict& verdict) const;
+  Verdict checked_at_full_size(const KernelRecord& kernel, const arb_problem& problem, Verdict class_verdict);
+  // Is the problem too costly for the full-size check on this device? (Then it is skipped.)
+  bool full_size_unaffordable(const arb_problem& problem) const;
+  bool full_size_done(const KernelRecord& kernel, const arb_problem& problem) const;
+  std::string full_size_key(const KernelRecord& kernel, const arb_problem& problem) const;
   uint64_t next_seed();
 
   std::atomic<uint64_t> seeds_{0};
   mutable std::mutex mutex_;
   std::map<std::string, Verdict> verdicts_;
+  std::set<std::string> full_size_checked_;  // verdict key and problem key
 };
 
 }  // namespace arbiter

@@ -1,16 +1,66 @@
 #include "verify/verification_shapes.hpp"
 
 #include "problem/op_table.hpp"
+#include "problem/ops/shape_helpers.hpp"
 #include "problem/problem.hpp"
+#include "problem/problem_cost.hpp"
 
 #include <fmt/format.h>
 
-namespace arbiter {
+#include <random>
 
-std::vector<VerificationShape> verification_shapes(const arb_problem& p) {
+namespace arbiter {
+namespace {
+
+// Row strides of `resized` with the padding (stride minus columns) each had in `original`,
+// rounded up to keep the alignment class.
+arb_problem keep_padding(const Op& op, const arb_problem& original, arb_problem resized) {
+  const std::vector<StrideField> before = op.strides(original), after = op.strides(resized);
+  for (size_t i = 0; i < after.size() && i < before.size(); ++i) {
+    const int64_t padding = original.*before[i].member - before[i].least;
+    resized.*after[i].member =
+        stride_with_alignment(after[i].least + padding, dtype_size(original.dtype), original.alignment);
+  }
+  op.tie_strides(resized);
+  resized.alignment = stride_alignment(resized);
+  return resized;
+}
+
+// Row strides drawn one by one: the least of the class half the time, padded by up to 64
+// elements otherwise, so that no kernel can assume strides equal to each other or to the
+// columns.
+arb_problem draw_strides(const Op& op, arb_problem p, int32_t alignment, std::mt19937_64& rng) {
+  for (const StrideField& field : op.strides(p)) {
+    const int64_t padding = rng() % 2 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 64);
+    p.*field.member = stride_with_alignment(field.least + padding, dtype_size(p.dtype), alignment);
+  }
+  op.tie_strides(p);
+  p.alignment = stride_alignment(p);
+  return p;
+}
+
+std::string sizes_text(const Op& op, const Sizes& sizes) {
+  std::string text;
+  for (size_t i = 0; i < op.sizes().size(); ++i) text += fmt::format("{}{}={}", i == 0 ? "" : " ", op.sizes()[i].name, sizes.value[i]);
+  return text;
+}
+
+}  // namespace
+
+bool verified_unshrunk(const arb_problem& p) {
+  const Op* op = find_op(p.op);
+  if (op == nullptr) return false;
+  const Sizes verified = op->verification_sizes(p);
+  for (size_t i = 0; i < op->sizes().size(); ++i)
+    if (verified.value[i] != p.*op->sizes()[i].member) return false;
+  return true;
+}
+
+std::vector<VerificationShape> verification_shapes(const arb_problem& p, uint64_t seed) {
   std::vector<VerificationShape> shapes;
   const Op* op = find_op(p.op);
   if (op == nullptr) return shapes;
+  std::mt19937_64 rng(seed ^ 0x94d049bb133111ebull);
   auto add = [&](arb_problem candidate, std::string label) {
     if (candidate.alignment != p.alignment) return;  // this size cannot keep the class
     for (const auto& s : shapes)
@@ -18,19 +68,28 @@ std::vector<VerificationShape> verification_shapes(const arb_problem& p) {
     shapes.push_back({candidate, std::move(label)});
   };
   const Sizes verified = op->verification_sizes(p);
+  Sizes full;
   bool shrunk = false;
-  std::string sizes_text;
   for (size_t i = 0; i < op->sizes().size(); ++i) {
-    const SizeField& size = op->sizes()[i];
-    shrunk = shrunk || verified.value[i] != p.*size.member;
-    sizes_text += fmt::format("{}{}={}", i == 0 ? "" : " ", size.name, verified.value[i]);
+    full.value[i] = p.*op->sizes()[i].member;
+    shrunk = shrunk || verified.value[i] != full.value[i];
   }
-  if (!shrunk) {
+  if (!shrunk)
     add(p, "problem");
-  } else {
-    add(op->resized(p, verified), "problem shrunk to " + sizes_text);
+  else
+    add(keep_padding(*op, p, op->resized(p, verified)), "problem shrunk to " + sizes_text(*op, verified));
+  for (const SizedShape& edge : op->edge_shapes(verified))
+    add(draw_strides(*op, op->resized(p, edge.sizes), p.alignment, rng), edge.label);
+  // Each size the shrink brought down, in full, with the other sizes small.
+  for (size_t i = 0; shrunk && i < op->sizes().size(); ++i) {
+    if (verified.value[i] == full.value[i]) continue;
+    Sizes one = verified;
+    for (size_t j = 0; j < op->sizes().size(); ++j) one.value[j] = std::min<int64_t>(verified.value[j], 8);
+    one.value[i] = full.value[i];
+    const arb_problem candidate = keep_padding(*op, p, op->resized(p, one));
+    if (reference_cost(candidate) <= kMaxFullDimensionCost)
+      add(candidate, fmt::format("{} in full ({})", op->sizes()[i].name, sizes_text(*op, one)));
   }
-  for (const SizedShape& edge : op->edge_shapes(verified)) add(op->resized(p, edge.sizes), edge.label);
   return shapes;
 }
 

@@ -5,6 +5,7 @@
 #include "device/problem_buffers.hpp"
 #include "common/failure.hpp"
 #include "plugin/kernel_call.hpp"
+#include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "problem/problem_cost.hpp"
 #include "verify/accuracy.hpp"
@@ -15,10 +16,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
+#include <thread>
 
 namespace arbiter {
 
@@ -29,7 +32,7 @@ bool Verdict::failed(const std::string& check) const {
 std::string Verdict::summary() const {
   if (passed && trials == 0) return detail.empty() ? "passed" : detail;  // recorded elsewhere (the table)
   if (passed)
-    return fmt::format("passed: {} trials x 2 distributions, {} shapes, max error {:.2g}", trials, shapes, max_error);
+    return fmt::format("passed: {} trials of 2 runs, {} shapes, max error {:.2g}", trials, shapes, max_error);
   std::string checks;
   for (const std::string& c : failed_checks) checks += (checks.empty() ? "" : ", ") + c;
   return "failed: " + checks;
@@ -38,6 +41,23 @@ std::string Verdict::summary() const {
 std::string verdict_key(const KernelRecord& kernel, const arb_problem& problem) {
   return fmt::format("{}@{}#{}#{}|{}", kernel.name, kernel.plugin->version, kernel.plugin->build_id,
                      kernel.plugin->sha256, problem_class_key(problem));
+}
+
+// The scalars of one run, drawn per run so that no fixed value can be special-cased: the
+// common ones (alpha 1, beta 1, eps 1e-5) as often as others, so that neither a kernel that
+// is right only for them nor one that is right only away from them passes. beta is zero
+// exactly when the problem has no C (has_c is beta != 0).
+Scalars draw_scalars(const arb_problem& p, uint64_t seed, int draw) {
+  std::mt19937_64 rng(seed ^ 0xa0761d6478bd642full);
+  std::uniform_real_distribution<float> magnitude(0.25f, 2.0f);
+  std::uniform_real_distribution<float> log_eps(std::log(1e-8f), std::log(1e-2f));
+  static constexpr float kAlphas[] = {1.0f, 1.5f, -0.75f}, kBetas[] = {0.75f, 1.0f, -0.5f}, kEps[] = {1e-5f, 1e-6f, 3e-3f};
+  const int pick = draw % 4;  // 0-2: a listed value, 3: a random one
+  Scalars out;
+  out.alpha = pick < 3 ? kAlphas[pick] : (rng() & 1 ? 1.0f : -1.0f) * magnitude(rng);
+  out.beta = !p.has_c ? 0.0f : pick < 3 ? kBetas[pick] : (rng() & 1 ? 1.0f : -1.0f) * magnitude(rng);
+  out.eps = pick < 3 ? kEps[pick] : std::exp(log_eps(rng));
+  return out;
 }
 
 namespace {
@@ -115,22 +135,13 @@ struct Run {
   double tolerance;
 };
 
-// The reference's answer for these inputs (on the host: the reference is a CPU plugin).
-ProblemBuffers expected_for(const Run& run, const ProblemBuffers& inputs) {
-  static const std::unique_ptr<Device> host = make_cpu_device();
-  ProblemBuffers expected = inputs;
-  arb_problem on_host = inputs.problem();  // the same problem, as the CPU reference runs it
-  on_host.device_type = kDLCPU;
-  on_host.device_id = 0;
-  const std::string error = launch(*host, run.reference, on_host, expected.operands());
-  if (!error.empty()) throw std::runtime_error("the reference failed: " + error);
-  return expected;
-}
+ProblemBuffers expected_for(const Run& run, const ProblemBuffers& inputs) { return reference_answer(run.reference, inputs); }
 
 // Checks one kernel result against the reference answer; returns false if the accuracy
 // check failed (for the caller's stale-result check).
 bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuffers& result,
-                  const ProblemBuffers& expected, const std::string& where, const std::string& accuracy_check) {
+                  const ProblemBuffers& expected, const std::string& where, const std::string& accuracy_check,
+                  bool poisoned) {
   const size_t element = dtype_size(inputs.problem().dtype);
   for (size_t i = 0; i < inputs.all().size(); ++i) {
     const auto& then = inputs.all()[i];
@@ -140,8 +151,13 @@ bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuf
     if (then.is_output && padding_changed(now, then, element))
       run.checks.fail("guard", fmt::format("wrote into the row padding of {} ({})", then.name, where));
   }
-  if (unwritten(result, expected)) run.checks.fail("unwritten_output", "NaN poison left in the output (" + where + ")");
+  if (poisoned && unwritten(result, expected))
+    run.checks.fail("unwritten_output", "NaN poison left in the output (" + where + ")");
   const Comparison c = compare_outputs(result, expected);
+  if (!c.specials_match) {
+    run.checks.fail(accuracy_check, c.first_special_mismatch + " (" + where + ")");
+    return false;
+  }
   Verdict& v = run.checks.verdict();
   if (std::isfinite(c.error)) v.max_error = std::max(v.max_error, c.error);
   if (!c.finite || !(c.error <= run.tolerance)) {
@@ -152,25 +168,164 @@ bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuf
   return true;
 }
 
-struct Scalars {
-  float alpha = 1.0f, beta = 0.0f, eps = 1e-5f;
+// The input draws of a shape in the order runs take them: the two ordinary ones first, then
+// the op's hard ones in an order drawn from the seed.
+std::vector<InputDraw> input_draws(const arb_problem& p, uint64_t seed) {
+  std::vector<InputDraw> draws = {kUniformInputs, kNormalInputs};
+  std::vector<InputDraw> hard = find_op(p.op)->hard_inputs(p);
+  std::shuffle(hard.begin(), hard.end(), std::mt19937_64(seed ^ 0x3c79ac492ba7b653ull));
+  draws.insert(draws.end(), hard.begin(), hard.end());
+  return draws;
+}
+
+// How run number `run` fills pure outputs: NaN first (unwritten elements show), then zeros
+// or random values (a kernel that writes only over the poison shows), then any of them.
+OutputFill output_fill(int run, std::mt19937_64& rng) {
+  if (run == 0) return OutputFill::nan;
+  if (run == 1) return rng() % 2 ? OutputFill::zeros : OutputFill::random;
+  return static_cast<OutputFill>(rng() % 3);
+}
+
+// One run's inputs and how they were drawn.
+struct RunSetup {
+  uint64_t seed;
+  InputDraw draw;
+  OutputFill fill;
+  Scalars scalars;
+  uint32_t canary;  // the guards' contents
+  std::string where;  // for failure details
 };
 
-// The scalars of one run, drawn per run so that no fixed value can be special-cased: the
-// common ones (alpha 1, beta 1, eps 1e-5) as often as others, so that neither a kernel that
-// is right only for them nor one that is right only away from them passes. beta is zero
-// exactly when the problem has no C (has_c is beta != 0).
-Scalars draw_scalars(const arb_problem& p, uint64_t seed, int draw) {
-  std::mt19937_64 rng(seed ^ 0xa0761d6478bd642full);
-  std::uniform_real_distribution<float> magnitude(0.25f, 2.0f);
-  std::uniform_real_distribution<float> log_eps(std::log(1e-8f), std::log(1e-2f));
-  static constexpr float kAlphas[] = {1.0f, 1.5f, -0.75f}, kBetas[] = {0.75f, 1.0f, -0.5f}, kEps[] = {1e-5f, 1e-6f, 3e-3f};
-  const int pick = draw % 4;  // 0-2: a listed value, 3: a random one
-  Scalars out;
-  out.alpha = pick < 3 ? kAlphas[pick] : (rng() & 1 ? 1.0f : -1.0f) * magnitude(rng);
-  out.beta = !p.has_c ? 0.0f : pick < 3 ? kBetas[pick] : (rng() & 1 ? 1.0f : -1.0f) * magnitude(rng);
-  out.eps = pick < 3 ? kEps[pick] : std::exp(log_eps(rng));
-  return out;
+// Run number `run` of a shape: `order_seed` is the shape's (one order of input draws over its
+// runs, so that every draw is taken), `seed` the run's.
+RunSetup draw_run(const arb_problem& p, uint64_t order_seed, uint64_t seed, int run, const std::string& label,
+                  int trial) {
+  std::mt19937_64 rng(seed ^ 0xe7037ed1a0b428dbull);
+  const std::vector<InputDraw> draws = input_draws(p, order_seed);
+  RunSetup r{seed, draws[static_cast<size_t>(run) % draws.size()], output_fill(run, rng), draw_scalars(p, seed, run),
+             static_cast<uint32_t>(rng()), ""};
+  r.where = fmt::format("trial {}, {} inputs, {} outputs, alpha {:g} beta {:g} eps {:g}, {}: {}", trial, r.draw.name,
+                        output_fill_name(r.fill), r.scalars.alpha, r.scalars.beta, r.scalars.eps, label, problem_key(p));
+  return r;
+}
+
+ProblemBuffers buffers_for(const arb_problem& p, const RunSetup& setup) {
+  ProblemBuffers inputs(p, setup.scalars.alpha, setup.scalars.beta, setup.scalars.eps);
+  inputs.randomize(setup.seed, setup.draw, setup.fill);
+  return inputs;
+}
+
+// Launches at the same addresses after the first, each on new data that changes only the
+// interior of the inputs: between 3 and 8 in all, so that no count of launches per address
+// is the gate's last.
+int extra_launches(uint64_t seed) { return 1 + static_cast<int>((seed >> 17) % 6); }
+
+// Several threads at once on the problem: each launch has its own outputs, two threads share
+// their pure inputs and two have other data, and a watcher compares the shared inputs with
+// their first bytes while the launches run (a kernel that uses an input as scratch and
+// restores it is seen, as is one whose scratch is shared between calls). CPU memory only:
+// the watcher reads it directly.
+void check_concurrent_calls(const Run& run, const arb_problem& p, const RunSetup& setup) {
+  // Threads 0 and 1 share their inputs; threads 2 and 3 have data of their own (scratch
+  // shared between calls shows only when the calls' data differ).
+  constexpr int kThreads = 4, kSharing = 2, kLaunchesEach = 3;
+  std::vector<ProblemBuffers> inputs_of, expected_of;
+  for (int t = 0; t < kThreads; ++t) {
+    inputs_of.push_back(t < kSharing ? (t == 0 ? buffers_for(p, setup) : inputs_of[0])
+                                     : buffers_for(p, RunSetup{setup.seed + 977u * static_cast<uint64_t>(t), setup.draw,
+                                                               setup.fill, setup.scalars, setup.canary, ""}));
+    expected_of.push_back(t < kSharing && t > 0 ? expected_of[0] : expected_for(run, inputs_of.back()));
+  }
+  const ProblemBuffers& inputs = inputs_of[0];
+  DeviceOperands shared(run.device, inputs, nullptr, setup.canary);
+  std::vector<std::unique_ptr<DeviceOperands>> own;
+  std::vector<arb_operands> operands;
+  for (int t = 0; t < kThreads; ++t) {
+    own.push_back(std::make_unique<DeviceOperands>(run.device, inputs_of[t], nullptr, setup.canary));
+    const DeviceOperands& mine = *own.back();
+    const bool sharing = t < kSharing;
+    operands.push_back(operands_by_name(
+        p,
+        [&](const char* name) -> void* {
+          const ProblemBuffers::Operand* o = inputs.find(name);
+          if (o == nullptr) return nullptr;
+          return o->is_output || !sharing ? mine.data(name) : shared.data(name);
+        },
+        setup.scalars.alpha, setup.scalars.beta, setup.scalars.eps));
+  }
+  std::atomic<int> running{kThreads}, waiting{kThreads};
+  std::atomic<bool> changed{false};
+  std::vector<std::string> errors(kThreads);
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::string> wrong_detail(kThreads);
+  std::thread watcher([&] {
+    while (running.load(std::memory_order_acquire) > 0 && !changed.load(std::memory_order_relaxed))
+      for (const auto& o : inputs.all())
+        if (!o.is_output && std::memcmp(shared.data(o.name), o.buffer.data(), o.buffer.size()) != 0) changed = true;
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      waiting.fetch_sub(1);
+      while (waiting.load() > 0) std::this_thread::yield();  // all start at once
+      for (int l = 0; l < kLaunchesEach && errors[t].empty(); ++l) {
+        own[t]->upload(inputs_of[t], nullptr);  // outputs that are also inputs start over
+        errors[t] = launch(run.device, run.kernel, p, operands[t]);
+        if (!errors[t].empty()) break;
+        ProblemBuffers result = inputs_of[t];
+        own[t]->download(result, nullptr);
+        const Comparison c = compare_outputs(result, expected_of[t]);
+        if (!c.finite || !c.specials_match || !(c.error <= run.tolerance)) {
+          ++wrong[t];
+          if (wrong_detail[t].empty())
+            wrong_detail[t] = c.specials_match ? fmt::format("relative norm error {:.3g}", c.error) : c.first_special_mismatch;
+        }
+      }
+      running.fetch_sub(1, std::memory_order_release);
+    });
+  for (std::thread& t : threads) t.join();
+  watcher.join();
+  int wrong_total = 0;
+  std::string detail;
+  for (int t = 0; t < kThreads; ++t) {
+    if (!errors[t].empty()) run.checks.fail("launch_failed", errors[t] + " (concurrent calls, " + setup.where + ")");
+    wrong_total += wrong[t];
+    if (detail.empty()) detail = wrong_detail[t];
+  }
+  if (wrong_total > 0)
+    run.checks.fail("concurrent_calls", fmt::format("{} of {} launches from {} threads at once (two sharing their "
+                                                    "inputs) were wrong (first: {}) ({})",
+                                                    wrong_total, kThreads * kLaunchesEach, kThreads, detail, setup.where));
+  if (changed)
+    run.checks.fail("input_modified", "an input changed while the kernel ran, though it was restored by the time it "
+                                      "returned (concurrent calls, " + setup.where + ")");
+  for (const auto& o : inputs.all())
+    if (!o.is_output && std::memcmp(shared.data(o.name), o.buffer.data(), o.buffer.size()) != 0)
+      run.checks.fail("input_modified", o.name + " changed (concurrent calls, " + setup.where + ")");
+}
+
+// Launches on `operands` (already holding `inputs`), downloads and checks the result; false
+// if it failed the check named `accuracy_check` or did not launch.
+// With `previous` (the last result at these addresses), a wrong answer that is the previous
+// one, bit for bit, is a stale_result; any other wrong answer is inaccurate.
+bool launch_and_check(const Run& run, const arb_problem& p, DeviceOperands& operands, const ProblemBuffers& inputs,
+                      const RunSetup& setup, const std::string& where, ProblemBuffers* result_out = nullptr,
+                      const ProblemBuffers* previous = nullptr) {
+  const ProblemBuffers expected = expected_for(run, inputs);
+  const std::string error = launch(run.device, run.kernel, p, operands.operands());
+  if (!error.empty()) {
+    run.checks.fail("launch_failed", error + " (" + where + ")");
+    return false;
+  }
+  ProblemBuffers result = inputs;
+  operands.download(result, nullptr);
+  for (const std::string& name : operands.damaged_guards(nullptr))
+    run.checks.fail("guard", "wrote past the bounds of " + name + " (" + where + ")");
+  const bool stale = previous != nullptr && outputs_identical(result, *previous);
+  const bool right =
+      check_result(run, inputs, result, expected, where, stale ? "stale_result" : "accuracy", setup.fill == OutputFill::nan);
+  if (result_out) *result_out = std::move(result);
+  return right;
 }
 
 }  // namespace
@@ -180,7 +335,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
   Checks checks;
   Verdict& verdict = checks.verdict();
   std::vector<VerificationShape> shapes;
-  for (const VerificationShape& shape : verification_shapes(problem))
+  for (const VerificationShape& shape : verification_shapes(problem, options.seed))
     if (kernel_supports(kernel, shape.problem, nullptr)) shapes.push_back(shape);
   // The problem itself, at full size: on request, or when the kernel takes none of the
   // smaller shapes (a kernel for large sizes only) -- if the fp64 reference can afford it.
@@ -203,35 +358,22 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
   try {
     for (int trial = 0; trial < options.trials; ++trial) {
       verdict.trials = trial + 1;
-      for (Distribution distribution : {Distribution::uniform, Distribution::normal}) {
+      for (int half = 0; half < 2; ++half) {
+        const int run_index = trial * 2 + half;
         for (size_t s = 0; s < shapes.size(); ++s) {
           // Every shape on the first trial; afterwards the problem and one rotating edge.
           if (trial > 0 && s != 0 && s != 1 + static_cast<size_t>(trial) % std::max<size_t>(1, shapes.size() - 1))
             continue;
           const arb_problem& p = shapes[s].problem;
-          const uint64_t seed = options.seed * 0x9e3779b97f4a7c15ull + 1000003u * static_cast<uint64_t>(trial + 1) +
-                                7919u * s + (distribution == Distribution::normal ? 17 : 0);
-          const Scalars scalars = draw_scalars(p, seed, trial * 2 + (distribution == Distribution::normal ? 1 : 0));
-          ProblemBuffers inputs(p, scalars.alpha, scalars.beta, scalars.eps);
-          const std::string where =
-              fmt::format("trial {}, {} inputs, {}, alpha {:g} beta {:g} eps {:g}: {}", trial + 1,
-                          distribution_name(distribution), shapes[s].label, scalars.alpha, scalars.beta, scalars.eps,
-                          problem_key(p));
-          inputs.randomize(seed, distribution);
-          const ProblemBuffers expected = expected_for(run, inputs);
-
-          keep.push_back(std::make_unique<DeviceOperands>(device, inputs, nullptr));  // new addresses
+          const uint64_t seed =
+              options.seed * 0x9e3779b97f4a7c15ull + 1000003u * static_cast<uint64_t>(run_index + 1) + 7919u * s;
+          const RunSetup setup =
+              draw_run(p, options.seed + 7919u * s, seed, run_index, shapes[s].label, trial + 1);
+          const ProblemBuffers inputs = buffers_for(p, setup);
+          keep.push_back(std::make_unique<DeviceOperands>(device, inputs, nullptr, setup.canary));  // new addresses
           DeviceOperands& operands = *keep.back();
-          const std::string error = launch(device, kernel, p, operands.operands());
-          if (!error.empty()) {
-            checks.fail("launch_failed", error + " (" + where + ")");
-            continue;
-          }
           ProblemBuffers result = inputs;
-          operands.download(result, nullptr);
-          for (const std::string& name : operands.damaged_guards(nullptr))
-            checks.fail("guard", "wrote past the bounds of " + name + " (" + where + ")");
-          const bool accurate = check_result(run, inputs, result, expected, where, "accuracy");
+          const bool accurate = launch_and_check(run, p, operands, inputs, setup, setup.where, &result);
 
           if (s != 0 || !accurate) continue;  // reruns and stale-data runs: main shape, once right
           operands.upload(inputs, nullptr);  // the same inputs again, same addresses
@@ -239,21 +381,61 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
             ProblemBuffers again = inputs;
             operands.download(again, nullptr);
             if (deterministic && !outputs_identical(again, result))
-              checks.fail("rerun_differs", "two runs on identical inputs differ (" + where + ")");
+              checks.fail("rerun_differs", "two runs on identical inputs differ (" + setup.where + ")");
           }
-          ProblemBuffers fresh(p, scalars.alpha, scalars.beta, scalars.eps);  // new data, same addresses
-          fresh.randomize(seed ^ 0x5bd1e995u, distribution);
-          const ProblemBuffers fresh_expected = expected_for(run, fresh);
-          operands.upload(fresh, nullptr);
-          if (launch(device, kernel, p, operands.operands()).empty()) {
-            ProblemBuffers fresh_result = fresh;
-            operands.download(fresh_result, nullptr);
-            check_result(run, fresh, fresh_result, fresh_expected, where + ", new data at the same addresses",
-                         "stale_result");
+          ProblemBuffers fresh = buffers_for(p, RunSetup{seed ^ 0x5bd1e995u, setup.draw, setup.fill, setup.scalars, 0, ""});
+          operands.upload(fresh, nullptr);  // new data, same addresses
+          ProblemBuffers last = result;
+          launch_and_check(run, p, operands, fresh, setup, setup.where + ", new data at the same addresses", &last,
+                           &result);
+          for (int extra = 0, n = extra_launches(seed); extra < n; ++extra) {
+            fresh.redraw_interior(seed + 31u * static_cast<uint64_t>(extra + 1), setup.draw);
+            operands.upload(fresh, nullptr);
+            ProblemBuffers previous = std::move(last);
+            launch_and_check(run, p, operands, fresh, setup,
+                             fmt::format("{}, launch {} at the same addresses, new data inside the rows", setup.where,
+                                         extra + 4),
+                             &last, &previous);
           }
         }
       }
     }
+    if (device.type() == kDLCPU && !device.emulated() && checks.verdict().failed_checks.empty())
+      check_concurrent_calls(run, shapes.front().problem,
+                             draw_run(shapes.front().problem, options.seed, options.seed ^ 0x6a09e667f3bcc909ull, 0,
+                                      shapes.front().label, options.trials + 1));
+  } catch (const std::exception& e) {
+    checks.fail("verifier_error", e.what());
+  }
+  verdict.passed = verdict.failed_checks.empty();
+  if (verdict.passed) verdict.detail = verdict.summary();
+  return verdict;
+}
+
+ProblemBuffers reference_answer(const KernelRecord& reference, const ProblemBuffers& inputs) {
+  static const std::unique_ptr<Device> host = make_cpu_device();
+  ProblemBuffers expected = inputs;
+  arb_problem on_host = inputs.problem();  // the same problem, as the CPU reference runs it
+  on_host.device_type = kDLCPU;
+  on_host.device_id = 0;
+  const std::string error = launch(*host, reference, on_host, expected.operands());
+  if (!error.empty()) throw std::runtime_error("the reference failed: " + error);
+  return expected;
+}
+
+Verdict check_full_size(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                        const arb_problem& problem, uint64_t seed, double tolerance) {
+  Checks checks;
+  Verdict& verdict = checks.verdict();
+  verdict.shapes = 1;
+  verdict.trials = 1;
+  const Run run{kernel, reference, device, checks, tolerance > 0 ? tolerance : tolerance_for(problem.dtype)};
+  try {
+    std::mt19937_64 rng(seed);
+    const RunSetup setup = draw_run(problem, seed, seed, static_cast<int>(rng() % 6), "the problem at full size", 1);
+    const ProblemBuffers inputs = buffers_for(problem, setup);
+    DeviceOperands operands(device, inputs, nullptr, setup.canary);
+    launch_and_check(run, problem, operands, inputs, setup, setup.where);
   } catch (const std::exception& e) {
     checks.fail("verifier_error", e.what());
   }

@@ -1,8 +1,9 @@
 // The verification gate's checks (docs/architecture.md, "The verification gate"): a kernel takes part in dispatch for
 // a problem class only after it matched the fp64 reference on it. Each trial runs every
-// verification shape on fresh random inputs from two distributions, with scalars drawn per
+// verification shape on fresh random inputs (ordinary and hard draws), with scalars drawn per
 // run (alpha, beta, eps: the common values and others), in fresh buffers at new addresses,
-// with NaN-poisoned outputs and canary guards, and then checks:
+// with outputs filled by NaN poison, zeros or random values, and guards of a drawn canary
+// (docs/verification.md, "Trials and inputs"), and then checks:
 //   launch_failed     the kernel reported an error (or threw)
 //   unwritten_output  NaN left in an output where the reference has a number
 //   accuracy          relative norm error above the dtype's tolerance
@@ -11,9 +12,11 @@
 //   rerun_differs     a second run on the same inputs differs in any bit (unless the
 //                     kernel declares itself nondeterministic)
 //   stale_result      new data at the same addresses gave the old answer
+//   concurrent_calls  (CPU) a launch among several at once on shared inputs was wrong
 #pragma once
 
 #include "device/device.hpp"
+#include "device/problem_buffers.hpp"
 #include "plugin/plugin_record.hpp"
 
 #include <cstdint>
@@ -47,9 +50,28 @@ struct VerifyOptions {
 Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                       const arb_problem& problem, const VerifyOptions& options);
 
+// The scalars of one run (alpha, beta, eps), drawn from `seed`: the common values (alpha 1,
+// beta 1, eps 1e-5) as often as others; `draw` picks which (0-2 listed values, 3 random).
+struct Scalars {
+  float alpha = 1.0f, beta = 0.0f, eps = 1e-5f;
+};
+Scalars draw_scalars(const arb_problem& problem, uint64_t seed, int draw);
+
+// The fp64 reference's answer for these inputs, computed on the host (the oracle is a CPU
+// kernel). Throws if the reference fails.
+ProblemBuffers reference_answer(const KernelRecord& reference, const ProblemBuffers& inputs);
+
+// The problem itself at full size, once, with inputs, scalars, output fill and guards drawn
+// as in verify_kernel: the gate's check of each new problem a class verdict is used for
+// (verification_gate.hpp). The caller keeps it within kMaxReferenceCost.
+Verdict check_full_size(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
+                        const arb_problem& problem, uint64_t seed, double tolerance);
+
 // The most verification spends on the full-size problem, in the fp64 reference's
 // multiply-adds (reference_cost in problem/problem_cost.hpp): a few seconds at most on a CPU.
 constexpr double kMaxReferenceCost = double(1 << 28);
+// The same for a full-size check on the SIMT emulator, where the kernel is much slower.
+constexpr double kMaxEmulatedFullSizeCost = double(1 << 21);
 
 // The identity a verdict belongs to: plugin, version, build id, the SHA-256 of the plugin's
 // file (read by the host), kernel, problem class.

@@ -1,5 +1,7 @@
 // Softmax, AVX2: max pass, exp-sum pass, then exp again and scale, so y is written once
-// and no f32 scratch is needed for 16-bit outputs. Every element uses the same exp.
+// and no f32 scratch is needed for 16-bit outputs. Every element uses the same exp. A row
+// holding a NaN or +inf, or only -inf, is all NaN, as the formula gives (docs/verification.md,
+// "Special values"); exp8 clamps its input, so those rows are found in the max pass.
 #include "kernels.hpp"
 #include "simd_avx2.hpp"
 
@@ -17,10 +19,23 @@ void softmax_rows(const arb_problem& p, const arb_operands& o) {
     const E* x = static_cast<const E*>(o.x) + r * p.ld_x;
     E* y = static_cast<E*>(o.y) + r * p.ld_y;
     int64_t c = 0;
-    __m256 max8 = _mm256_set1_ps(-INFINITY);
-    for (; c + 8 <= n; c += 8) max8 = _mm256_max_ps(max8, L::load(x + c));
+    __m256 max8 = _mm256_set1_ps(-INFINITY), nan8 = _mm256_setzero_ps();
+    for (; c + 8 <= n; c += 8) {
+      const __m256 v = L::load(x + c);
+      max8 = _mm256_max_ps(max8, v);
+      nan8 = _mm256_or_ps(nan8, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
     float max = horizontal_max(max8);
-    for (; c < n; ++c) max = std::fmax(max, L::load1(x + c));
+    bool nan = _mm256_movemask_ps(nan8) != 0;
+    for (; c < n; ++c) {
+      const float v = L::load1(x + c);
+      max = std::fmax(max, v);
+      nan = nan || std::isnan(v);
+    }
+    if (nan || !std::isfinite(max)) {
+      for (c = 0; c < n; ++c) L::store1(y + c, NAN);
+      continue;
+    }
 
     const __m256 shift = _mm256_set1_ps(max);
     __m256 sum8 = _mm256_setzero_ps();

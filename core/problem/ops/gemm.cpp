@@ -135,6 +135,29 @@ class Gemm final : public Op {
             {{{m, 1, k}}, "edge: a single column"}};
   }
 
+  std::vector<StrideField> strides(const arb_problem& p) const override {
+    std::vector<StrideField> out = {{"lda", &arb_problem::lda, p.trans_a ? p.m : p.k},
+                                    {"ldb", &arb_problem::ldb, p.trans_b ? p.k : p.n},
+                                    {"ldd", &arb_problem::ldd, p.n}};
+    if (p.has_c && !p.c_is_d) out.push_back({"ldc", &arb_problem::ldc, p.n});
+    return out;
+  }
+  void tie_strides(arb_problem& p) const override {
+    if (p.c_is_d) p.ldc = p.ldd;
+  }
+
+  // Outliers (a kernel that rounds large inputs, or scales by a guess, is off) and rows of
+  // magnitudes over six decades; f16 stays small enough that no result overflows it.
+  std::vector<InputDraw> hard_inputs(const arb_problem& p) const override {
+    const bool f16 = p.dtype == ARB_DTYPE_F16;
+    InputDraw outliers{"one element of magnitude 100 per row"};
+    outliers.outlier = f16 ? 16.0 : 100.0;
+    InputDraw scaled{"rows of magnitude 1e-3 to 1e3"};
+    scaled.low_scale = f16 ? 1.0 / 8 : 1e-3;
+    scaled.high_scale = f16 ? 8.0 : 1e3;
+    return {outliers, scaled};
+  }
+
   const char* example_fields() const override { return "m=64 n=256 k=512 tb=1"; }
 
   void build_call(const void* raw_args, Call& call) const override {

@@ -6,6 +6,9 @@
 #include "common/failure.hpp"
 #include "arbiter_base/abi_names.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 
 namespace arbiter {
 namespace {
@@ -47,6 +50,19 @@ class RmsNorm final : public RowOp {
     out.push_back({"weight", true, false, 1, p.cols, p.cols});
     out.push_back({"y", false, true, p.rows, p.cols, p.ld_y});
     return out;
+  }
+
+  // Rows of very different magnitudes (eps matters for the small ones; a float sum of
+  // squares must not overflow for the large: the largest magnitude keeps cols * x^2 within
+  // f32), and outliers that a clipping kernel would miss. f16 inputs stay within its range.
+  std::vector<InputDraw> hard_inputs(const arb_problem& p) const override {
+    InputDraw scaled{"rows of magnitude 1e-4 to 1e18"};
+    scaled.low_scale = 1e-4;
+    const double f32_limit = std::sqrt(3.0e38 / (4.0 * static_cast<double>(std::max<int64_t>(p.cols, 1))));
+    scaled.high_scale = p.dtype == ARB_DTYPE_F16 ? 100.0 : std::min(1e18, f32_limit);
+    InputDraw outliers{"one element of magnitude 200 per row"};
+    outliers.outlier = p.dtype == ARB_DTYPE_F16 ? 60.0 : 200.0;
+    return {scaled, outliers};
   }
 
   void build_call(const void* raw_args, Call& call) const override {

@@ -62,6 +62,12 @@ class RowOp : public Op {
             {{{2, 1023}}, "edge: just under 1024 columns"}};
   }
 
+  std::vector<StrideField> strides(const arb_problem& p) const override {
+    std::vector<StrideField> out = {{"ldx", &arb_problem::ld_x, p.cols}, {"ldy", &arb_problem::ld_y, p.cols}};
+    if (p.has_residual) out.push_back({"ldr", &arb_problem::ld_residual, p.cols});
+    return out;
+  }
+
   const char* example_fields() const override { return "rows=8 cols=1024"; }
 
  protected:

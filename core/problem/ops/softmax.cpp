@@ -28,6 +28,19 @@ class Softmax final : public RowOp {
     return {{"x", true, false, p.rows, p.cols, p.ld_x}, {"y", false, true, p.rows, p.cols, p.ld_y}};
   }
 
+  // Logits far from zero (a kernel that skips the max subtraction overflows), and masked
+  // positions with the special rows (input_draw.hpp).
+  std::vector<InputDraw> hard_inputs(const arb_problem&) const override {
+    InputDraw large{"logits of magnitude 100"};
+    large.low_scale = large.high_scale = 100.0;
+    InputDraw huge{"logits of magnitude 1e4"};
+    huge.low_scale = huge.high_scale = 1e4;
+    InputDraw masked{"a quarter of the logits -inf, special rows"};
+    masked.masked = 0.25;
+    masked.special_rows = true;
+    return {large, huge, masked};
+  }
+
   void build_call(const void* raw_args, Call& call) const override {
     const auto* args = static_cast<const arb_softmax_args*>(raw_args);
     check_args(args, "arb_softmax", ARB_SOFTMAX_ARGS_STRUCT_SIZE);
