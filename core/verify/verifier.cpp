@@ -216,8 +216,8 @@ ProblemBuffers buffers_for(const arb_problem& p, const RunSetup& setup) {
 }
 
 // Launches at the same addresses after the first, each on new data that changes only the
-// interior of the inputs: between 3 and 8 in all, so that no count of launches per address
-// is the gate's last.
+// interior of the inputs: 4 to 9 launches there in all (with the rerun and the first new
+// data), so that no count of launches per address is the gate's last.
 int extra_launches(uint64_t seed) { return 1 + static_cast<int>((seed >> 17) % 6); }
 
 // Several threads at once on the problem: each launch has its own outputs, two threads share
