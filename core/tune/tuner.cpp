@@ -291,10 +291,7 @@ class TuningRun {
         if (!expected) expected = reference_answer(*reference, bench->inputs());
         const ProblemBuffers result = bench->result_of(*c.kernel, t.workspace, t.workspace_bytes);
         const Comparison cmp = compare_outputs(result, *expected);
-        const double tolerance = (c.kernel->abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32
-                                     ? kTf32Tolerance
-                                     : tolerance_for(problem.dtype);
-        if (cmp.finite && cmp.specials_match && cmp.error <= tolerance) continue;
+        if (cmp.accepted(tolerance_for(*c.kernel, problem.dtype))) continue;
         c.status = fmt::format("wrong on the data it was timed on (relative norm error {:.3g})", cmp.error);
       } catch (const std::exception& e) {
         c.status = std::string("failed on the data it was timed on: ") + e.what();

@@ -15,6 +15,11 @@ double tolerance_for(int32_t dtype) {
   }
 }
 
+double tolerance_for(const KernelRecord& kernel, int32_t dtype) {
+  if ((kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && dtype == ARB_DTYPE_F32) return kTf32Tolerance;
+  return tolerance_for(dtype);
+}
+
 Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference) {
   Comparison comparison;
   comparison.error = 0.0;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "device/problem_buffers.hpp"
+#include "plugin/plugin_record.hpp"
 
 #include <string>
 
@@ -16,6 +17,9 @@ namespace arbiter {
 double tolerance_for(int32_t dtype);
 // For f32 computed with TF32 tensor-core math (kernels flagged ARB_KERNEL_FLAG_TF32).
 constexpr double kTf32Tolerance = 5e-3;
+// The tolerance a kernel is held to on problems of `dtype`: kTf32Tolerance for a TF32
+// kernel on f32, the dtype's otherwise.
+double tolerance_for(const KernelRecord& kernel, int32_t dtype);
 
 struct Comparison {
   double error = 0.0;       // the worst relative norm error over the outputs
@@ -23,6 +27,9 @@ struct Comparison {
   bool finite = true;       // no NaN or infinity where the reference has none
   bool specials_match = true;  // NaN and infinities exactly where the reference has them
   std::string first_special_mismatch;  // "y[3,5] is 1 where the reference has nan"
+  // The result is accepted: numbers where the reference has numbers, its special values
+  // exactly, and an error within the tolerance (a NaN error never is).
+  bool accepted(double tolerance) const { return finite && specials_match && error <= tolerance; }
 };
 
 // Compares the outputs of two buffer sets built for the same problem.

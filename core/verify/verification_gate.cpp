@@ -69,8 +69,8 @@ Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem&
   return checked_at_full_size(kernel, problem, std::move(*v));
 }
 
-std::string VerificationGate::full_size_key(const KernelRecord& kernel, const arb_problem& problem) const {
-  return verdict_key(kernel, problem) + "|" + problem_key(problem);
+uint64_t VerificationGate::full_size_key(const KernelRecord& kernel, const arb_problem& problem) const {
+  return std::hash<std::string>{}(verdict_key(kernel, problem) + "|" + problem_key(problem));
 }
 
 bool VerificationGate::full_size_done(const KernelRecord& kernel, const arb_problem& problem) const {
@@ -92,7 +92,7 @@ bool VerificationGate::full_size_unaffordable(const arb_problem& problem) const 
 // is used for it.
 Verdict VerificationGate::checked_at_full_size(const KernelRecord& kernel, const arb_problem& problem,
                                                Verdict class_verdict) {
-  const std::string key = full_size_key(kernel, problem);
+  const uint64_t key = full_size_key(kernel, problem);
   if (full_size_done(kernel, problem)) return class_verdict;
   const KernelRecord* reference = registry_.oracle(problem.op);
   if (full_size_unaffordable(problem) || reference == nullptr || !kernel_supports(kernel, problem, nullptr)) {
@@ -100,8 +100,7 @@ Verdict VerificationGate::checked_at_full_size(const KernelRecord& kernel, const
     full_size_checked_.insert(key);  // admission() says when it was too large
     return class_verdict;
   }
-  const double tolerance =
-      (kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32 ? kTf32Tolerance : 0;
+  const double tolerance = tolerance_for(kernel, problem.dtype);
   Device& device = devices_.of(problem.device_type);
   Verdict full = device.emulated()
                      ? check_full_size_in_child(device, kernel, *reference, problem, next_seed(), tolerance,
@@ -136,7 +135,7 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
     v.detail = "tf32_not_allowed: a TF32 kernel for an f32 problem needs verify.allow_tf32 = true";
     return v;
   }
-  if ((kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && problem.dtype == ARB_DTYPE_F32) options.tolerance = kTf32Tolerance;
+  if (options.tolerance == 0) options.tolerance = tolerance_for(kernel, problem.dtype);
   const KernelRecord* reference = registry_.oracle(problem.op);
   if (reference == nullptr) {
     v.failed_checks.push_back("no_reference");

@@ -19,7 +19,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <unordered_set>
 #include <string>
 
 namespace arbiter {
@@ -75,13 +75,15 @@ class VerificationGate {
   // Is the problem too costly for the full-size check on this device? (Then it is skipped.)
   bool full_size_unaffordable(const arb_problem& problem) const;
   bool full_size_done(const KernelRecord& kernel, const arb_problem& problem) const;
-  std::string full_size_key(const KernelRecord& kernel, const arb_problem& problem) const;
+  uint64_t full_size_key(const KernelRecord& kernel, const arb_problem& problem) const;
   uint64_t next_seed();
 
   std::atomic<uint64_t> seeds_{0};
   mutable std::mutex mutex_;
   std::map<std::string, Verdict> verdicts_;
-  std::set<std::string> full_size_checked_;  // verdict key and problem key
+  // Hashes of verdict key and problem key: one per distinct problem a class verdict served
+  // (as many as the selection cache holds), so 8 bytes each.
+  std::unordered_set<uint64_t> full_size_checked_;
 };
 
 }  // namespace arbiter

@@ -160,7 +160,7 @@ bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuf
   }
   Verdict& v = run.checks.verdict();
   if (std::isfinite(c.error)) v.max_error = std::max(v.max_error, c.error);
-  if (!c.finite || !(c.error <= run.tolerance)) {
+  if (!c.accepted(run.tolerance)) {
     run.checks.fail(accuracy_check, fmt::format("relative norm error {:.3g} in {} exceeds {:.0e} ({})", c.error,
                                                 c.worst.empty() ? "output" : c.worst, run.tolerance, where));
     return false;
@@ -196,12 +196,11 @@ struct RunSetup {
   std::string where;  // for failure details
 };
 
-// Run number `run` of a shape: `order_seed` is the shape's (one order of input draws over its
-// runs, so that every draw is taken), `seed` the run's.
-RunSetup draw_run(const arb_problem& p, uint64_t order_seed, uint64_t seed, int run, const std::string& label,
-                  int trial) {
+// Run number `run` of a shape: `draws` are the shape's (input_draws: one order over its runs,
+// so that every draw is taken), `seed` the run's.
+RunSetup draw_run(const arb_problem& p, const std::vector<InputDraw>& draws, uint64_t seed, int run,
+                  const std::string& label, int trial) {
   std::mt19937_64 rng(seed ^ 0xe7037ed1a0b428dbull);
-  const std::vector<InputDraw> draws = input_draws(p, order_seed);
   RunSetup r{seed, draws[static_cast<size_t>(run) % draws.size()], output_fill(run, rng), draw_scalars(p, seed, run),
              static_cast<uint32_t>(rng()), ""};
   r.where = fmt::format("trial {}, {} inputs, {} outputs, alpha {:g} beta {:g} eps {:g}, {}: {}", trial, r.draw.name,
@@ -275,7 +274,7 @@ void check_concurrent_calls(const Run& run, const arb_problem& p, const RunSetup
         ProblemBuffers result = inputs_of[t];
         own[t]->download(result, nullptr);
         const Comparison c = compare_outputs(result, expected_of[t]);
-        if (!c.finite || !c.specials_match || !(c.error <= run.tolerance)) {
+        if (!c.accepted(run.tolerance)) {
           ++wrong[t];
           if (wrong_detail[t].empty())
             wrong_detail[t] = c.specials_match ? fmt::format("relative norm error {:.3g}", c.error) : c.first_special_mismatch;
@@ -355,6 +354,8 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
   // Every run's buffers stay allocated until the end, so each run gets new addresses (a
   // freed block could come back at the same address and hide a cache keyed by pointer).
   std::vector<std::unique_ptr<DeviceOperands>> keep;
+  std::vector<std::vector<InputDraw>> draws_of;
+  for (size_t s = 0; s < shapes.size(); ++s) draws_of.push_back(input_draws(shapes[s].problem, options.seed + 7919u * s));
   try {
     for (int trial = 0; trial < options.trials; ++trial) {
       verdict.trials = trial + 1;
@@ -368,7 +369,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
           const uint64_t seed =
               options.seed * 0x9e3779b97f4a7c15ull + 1000003u * static_cast<uint64_t>(run_index + 1) + 7919u * s;
           const RunSetup setup =
-              draw_run(p, options.seed + 7919u * s, seed, run_index, shapes[s].label, trial + 1);
+              draw_run(p, draws_of[s], seed, run_index, shapes[s].label, trial + 1);
           const ProblemBuffers inputs = buffers_for(p, setup);
           keep.push_back(std::make_unique<DeviceOperands>(device, inputs, nullptr, setup.canary));  // new addresses
           DeviceOperands& operands = *keep.back();
@@ -402,7 +403,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
     }
     if (device.type() == kDLCPU && !device.emulated() && checks.verdict().failed_checks.empty())
       check_concurrent_calls(run, shapes.front().problem,
-                             draw_run(shapes.front().problem, options.seed, options.seed ^ 0x6a09e667f3bcc909ull, 0,
+                             draw_run(shapes.front().problem, draws_of.front(), options.seed ^ 0x6a09e667f3bcc909ull, 0,
                                       shapes.front().label, options.trials + 1));
   } catch (const std::exception& e) {
     checks.fail("verifier_error", e.what());
@@ -432,7 +433,8 @@ Verdict check_full_size(Device& device, const KernelRecord& kernel, const Kernel
   const Run run{kernel, reference, device, checks, tolerance > 0 ? tolerance : tolerance_for(problem.dtype)};
   try {
     std::mt19937_64 rng(seed);
-    const RunSetup setup = draw_run(problem, seed, seed, static_cast<int>(rng() % 6), "the problem at full size", 1);
+    const RunSetup setup =
+        draw_run(problem, input_draws(problem, seed), seed, static_cast<int>(rng() % 6), "the problem at full size", 1);
     const ProblemBuffers inputs = buffers_for(problem, setup);
     DeviceOperands operands(device, inputs, nullptr, setup.canary);
     launch_and_check(run, problem, operands, inputs, setup, setup.where);
