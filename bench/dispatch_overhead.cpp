@@ -11,6 +11,8 @@
 //                arbiter_plugin_entry called with a minimal host API (no libarbiter)
 //   api_gemm     arb_gemm(f32 m=n=k=8) through libarbiter, warmed up likewise
 //   direct_gemm  the same gemm through cpu.gemm_small's launch pointer
+//   api_shadow, api_gemm_shadow  api and api_gemm with shadow checks of one call in 1000
+//                (verify.shadow_one_in = 1000): what the sampled checks cost per call
 //
 // Instruction counts per call are then (Ir(calls2) - Ir(calls1)) / (calls2 - calls1): the
 // difference cancels start-up (context creation, plugin loading, warm-up), and api minus
@@ -62,7 +64,8 @@ struct Data {
   }
 };
 
-bool is_gemm(const std::string& mode) { return mode == "api_gemm" || mode == "direct_gemm"; }
+bool is_gemm(const std::string& mode) { return mode.find("gemm") != std::string::npos; }
+bool shadowed(const std::string& mode) { return mode.size() > 7 && mode.substr(mode.size() - 7) == "_shadow"; }
 
 // ---- api: through libarbiter's C ABI ---------------------------------------------------
 
@@ -80,7 +83,19 @@ std::string chosen_kernel(arb_context ctx, arb_op op, const void* args) {
 
 void run_api(const std::string& mode, long calls, Data& data) {
   arb_context ctx = nullptr;
-  check(arb_context_create(nullptr, &ctx), "arb_context_create");
+  // The embedded default's settings, with the plugin of ARBITER_BENCH_TRUST_PATH trusted by
+  // its SHA-256 (ARBITER_BENCH_TRUST_SHA256) so that no verification runs: its cost varies
+  // with the gate's random seeds and would not cancel between the two call counts. The
+  // _shadow modes add shadow checks of one call in 1000.
+  std::string toml = "log_level = \"warn\"\n";
+  const char* trust_path = std::getenv("ARBITER_BENCH_TRUST_PATH");
+  const char* trust_sha = std::getenv("ARBITER_BENCH_TRUST_SHA256");
+  if (trust_path != nullptr && trust_sha != nullptr)
+    toml += std::string("[[plugins.trust]]\npath = \"") + trust_path + "\"\nsha256 = \"" + trust_sha + "\"\n";
+  if (shadowed(mode)) toml += "[verify]\nshadow_one_in = 1000\n";
+  arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
+  options.config_toml = toml.c_str();
+  check(arb_context_create(&options, &ctx), "arb_context_create");
   const DLDevice cpu{kDLCPU, 0};
   const DLDataType f32{kDLFloat, 32, 1};
   std::string kernel;
@@ -205,7 +220,8 @@ void run_direct(const std::string& mode, long calls, Data& data, const std::stri
 int main(int argc, char** argv) {
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr,
-                 "usage: arbiter_bench_dispatch <api|direct|api_gemm|direct_gemm> <calls> [plugin-file]\n"
+                 "usage: arbiter_bench_dispatch <api|direct|api_gemm|direct_gemm|api_shadow|api_gemm_shadow> <calls> "
+                 "[plugin-file]\n"
                  "  plugin-file (direct modes): default <bindir>/%s/arbiter_cpu.so\n",
                  ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR);
     return 2;
@@ -215,12 +231,12 @@ int main(int argc, char** argv) {
   const long calls = std::strtol(argv[2], &end, 10);
   if (end == argv[2] || *end != '\0' || calls < 0) die("calls must be a non-negative integer");
   Data data;
-  if (mode == "api" || mode == "api_gemm") {
+  if (mode == "api" || mode == "api_gemm" || mode == "api_shadow" || mode == "api_gemm_shadow") {
     run_api(mode, calls, data);
   } else if (mode == "direct" || mode == "direct_gemm") {
     run_direct(mode, calls, data, argc == 4 ? argv[3] : default_plugin_file());
   } else {
-    die("unknown mode '" + mode + "' (api, direct, api_gemm, direct_gemm)");
+    die("unknown mode '" + mode + "' (api, direct, api_gemm, direct_gemm, api_shadow, api_gemm_shadow)");
   }
   return 0;
 }

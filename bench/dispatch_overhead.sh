@@ -5,8 +5,9 @@
 #
 #   bench/dispatch_overhead.sh <build-dir> [keep-dir]
 #
-# Runs build-dir/bin/arbiter_bench_dispatch under `valgrind --tool=callgrind` in four modes
-# (api / direct for softmax f32 1x8, api_gemm / direct_gemm for gemm f32 8x8x8), each at two
+# Runs build-dir/bin/arbiter_bench_dispatch under `valgrind --tool=callgrind` in six modes
+# (api / direct for softmax f32 1x8, api_gemm / direct_gemm for gemm f32 8x8x8, and the two
+# api modes again with shadow checks of one call in 1000: api_shadow, api_gemm_shadow), each at two
 # call counts, and reports per mode (Ir(high) - Ir(low)) / (high - low): the difference
 # cancels everything that happens once (start-up, context creation, plugin loading, the
 # warm-up call that fills the selection cache). api - direct is the dispatch overhead.
@@ -39,10 +40,16 @@ fi
 
 # The environment that decides which plugins load: none of the user's.
 unset ARBITER_PLUGIN_PATH
+# The CPU plugin trusted by content, so that no verification (whose cost varies with the
+# gate's random seeds) runs at start-up and the difference of the two call counts cancels it.
+export ARBITER_BENCH_TRUST_PATH="$build/lib/arbiter/plugins/arbiter_cpu.so"
+ARBITER_BENCH_TRUST_SHA256=$(sha256sum "$ARBITER_BENCH_TRUST_PATH" | cut -d' ' -f1)
+export ARBITER_BENCH_TRUST_SHA256
 
 declare -A ir kernel
 commands=()
-for mode in api direct api_gemm direct_gemm; do
+modes=(api direct api_gemm direct_gemm api_shadow api_gemm_shadow)
+for mode in "${modes[@]}"; do
   for calls in "$low" "$high"; do
     file="$out/callgrind.$mode.$calls.out"
     cmd=(valgrind --tool=callgrind --callgrind-out-file="$file" "$bin" "$mode" "$calls")
@@ -63,7 +70,7 @@ done
 per_call() { awk -v a="${ir[$1.$low]}" -v b="${ir[$1.$high]}" -v n=$((high - low)) 'BEGIN {printf "%.1f", (b - a) / n}'; }
 
 status=0
-for pair in "api direct" "api_gemm direct_gemm"; do
+for pair in "api direct" "api_gemm direct_gemm" "api_shadow direct" "api_gemm_shadow direct_gemm"; do
   read -r via_api via_pointer <<<"$pair"
   if [[ "${kernel[$via_api]}" != "${kernel[$via_pointer]}" ]]; then
     echo "$0: warning: $via_api ran ${kernel[$via_api]} but $via_pointer ran ${kernel[$via_pointer]};" \
@@ -79,12 +86,13 @@ echo "## Dispatch overhead (instructions per call, selection-cache hit)"
 echo
 echo "| op | problem | kernel | mode | Ir($low calls) | Ir($high calls) | Ir per call |"
 echo "| --- | --- | --- | --- | ---: | ---: | ---: |"
-for mode in api direct api_gemm direct_gemm; do
+for mode in "${modes[@]}"; do
   case $mode in
-    api|direct) op=softmax; problem="f32 rows=1 cols=8" ;;
-    *) op=gemm; problem="f32 m=8 n=8 k=8" ;;
+    *gemm*) op=gemm; problem="f32 m=8 n=8 k=8" ;;
+    *) op=softmax; problem="f32 rows=1 cols=8" ;;
   esac
   case $mode in
+    api*_shadow) how="arb_${op}, verify.shadow_one_in = 1000" ;;
     api*) how="arb_${op} (libarbiter C ABI)" ;;
     *) how="arb_kernel.launch pointer" ;;
   esac
@@ -93,7 +101,8 @@ done
 echo
 echo "| op | api Ir/call | direct Ir/call | dispatch overhead Ir/call |"
 echo "| --- | ---: | ---: | ---: |"
-for pair in "softmax api direct" "gemm api_gemm direct_gemm"; do
+for pair in "softmax api direct" "gemm api_gemm direct_gemm" "softmax,shadow-1000 api_shadow direct" \
+            "gemm,shadow-1000 api_gemm_shadow direct_gemm"; do
   read -r op via_api via_pointer <<<"$pair"
   a=$(per_call "$via_api")
   d=$(per_call "$via_pointer")
@@ -103,9 +112,13 @@ echo
 echo "Method: Ir = instructions executed, whole program, from callgrind ($(valgrind --version)),"
 echo "per call = (Ir($high) - Ir($low)) / $((high - low)), which cancels start-up, context creation,"
 echo "plugin loading and the warm-up call. api: every counted call is a selection-cache hit"
-echo "(one warm-up call first). direct: the same prebuilt arb_problem/arb_operands handed to the"
-echo "kernel's launch pointer from the dlopen'ed plugin (the plugin's C++ trampoline included on"
-echo "both sides). Build: ${build_type:-?}, ${cxx:-?} ($("${cxx:-c++}" --version 2>/dev/null | head -n1 || true))."
+echo "(one warm-up call first); the CPU plugin is trusted by path and SHA-256 ([[plugins.trust]]),"
+echo "so no verification runs (its cost varies with the gate's random seeds and would not cancel)."
+echo "direct: the same prebuilt arb_problem/arb_operands handed to the kernel's launch pointer"
+echo "from the dlopen'ed plugin (the plugin's C++ trampoline included on both sides). Build: ${build_type:-?}, ${cxx:-?} ($("${cxx:-c++}" --version 2>/dev/null | head -n1 || true))."
+echo "shadow-1000: the same calls with verify.shadow_one_in = 1000, so about (HIGH - LOW) / 1000"
+echo "of the counted calls are shadow checks (copies and two fp64 reference runs each; the"
+echo "intervals are random, so this row varies between runs by a few checks' cost)."
 echo "Instruction counts are not time: they say nothing of cache misses or branch mispredictions."
 if [[ "${BREAKDOWN:-0}" == 1 ]]; then
   # file:function -> self Ir, from callgrind_annotate's per-function listing.

@@ -29,7 +29,9 @@ Context::Context(Config config, std::function<void(const arb_problem&, const Tun
       registry_(config_.plugins, config_.cuda.device == CudaDeviceKind::emulated),
       gate_(devices_, registry_, config_.verify),
       tuner_(devices_, registry_, gate_, config_.tune),
-      dispatcher_(registry_, config_.dispatch, services(std::move(on_tuned))) {
+      dispatcher_(registry_, config_.dispatch, services(std::move(on_tuned))),
+      shadow_(devices_, registry_),
+      shadow_one_in_(config_.verify.shadow_rate()) {
   for (const OverrideRule& rule : config_.dispatch.overrides)
     if (registry_.find(rule.kernel) == nullptr)
       logger().warn("config {}: override names kernel '{}', which is not loaded", rule.origin, rule.kernel);
@@ -83,6 +85,40 @@ void Context::write_entry(const TableEntry& entry) {
   if (device == nullptr) fail(ARB_ERR_TABLE, "the entry's device " + entry.device + " is not this machine's");
   const DeviceFingerprint fingerprint = device->fingerprint();
   update_table_file(config_.table.path, [&](TuningTable& table) { table.put(entry, fingerprint); });
+}
+
+void Context::run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
+                          void* stream) {
+  const KernelRecord& kernel = *selection.kernel;
+  const ShadowOutcome outcome = shadow_.run(kernel, problem, operands, stream, [&] {
+    kernel_launch(kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
+                  selection.workspace_bytes, stream);
+  });
+  if (outcome.state != ShadowOutcome::State::mismatched) return;
+  quarantine(kernel, problem, outcome.detail);
+  run(problem, operands, stream);  // the next choice (the shadow restored what the call reads)
+}
+
+void Context::quarantine(const KernelRecord& kernel, const arb_problem& problem, const std::string& reason) {
+  if (!gate_.quarantine(kernel, reason)) {  // another thread was first; make sure its choice is gone
+    if (dispatcher_.select(problem).kernel == &kernel) dispatcher_.forget_choices();
+    return;
+  }
+  size_t marked = 0;
+  if (table_ != nullptr) {
+    for (const TableEntry& entry : table_->revoke(kernel, reason)) {
+      try {
+        write_entry(entry);
+        ++marked;
+      } catch (const std::exception& e) {
+        logger().error("could not mark the tuning-table entry '{}' of {} failed: {}", entry.key, kernel.name, e.what());
+      }
+    }
+  }
+  dispatcher_.forget_choices();
+  logger().error("kernel {} quarantined: a shadow check found it wrong: {}; it is refused from now on and dispatch "
+                 "falls back to the next verified kernel{}",
+                 kernel.name, reason, marked ? fmt::format("; {} tuning-table entries marked failed", marked) : "");
 }
 
 void Context::run_kernel(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,

@@ -11,6 +11,7 @@
 #include "plugin/kernel_registry.hpp"
 #include "table/table_index.hpp"
 #include "tune/tuner.hpp"
+#include "verify/shadow_check.hpp"
 #include "verify/verification_gate.hpp"
 
 #include <memory>
@@ -42,12 +43,17 @@ class Context {
   // dispatch uses it at once.
   void record(const TableEntry& entry);
 
-  // The hot path: select (cached) and launch. Throws Failure.
+  // The hot path: select (cached) and launch; with shadow checks on, a sampled call is
+  // checked against the oracle. Throws Failure.
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
     const Selection& selection = dispatcher_.select(problem);
+    if (shadow_one_in_ != 0 && shadow_check_due(shadow_one_in_)) [[unlikely]]
+      return run_checked(selection, problem, operands, stream);
     kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
                   selection.workspace_bytes, stream);
   }
+  // The shadow checks so far (verify.shadow_one_in).
+  ShadowCheck::Counts shadow_counts() const { return shadow_.counts(); }
 
   // Runs one given kernel, bypassing dispatch (tests, the CLI, verification). Checks
   // supports() first and sizes the workspace each time.
@@ -55,6 +61,12 @@ class Context {
 
  private:
   void write_entry(const TableEntry& entry);  // the file only
+  // A shadow-checked call: on a mismatch the kernel is quarantined and the call runs again
+  // with the next choice, so the caller still gets a verified kernel's answer.
+  void run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands, void* stream);
+  // Refused by the gate from then on, its table entries marked failed (file and index),
+  // every cached choice forgotten, and the event logged with the problem.
+  void quarantine(const KernelRecord& kernel, const arb_problem& problem, const std::string& reason);
   // Host memory for CPU kernels; for a GPU, device memory private to this thread and stream.
   void* workspace(const arb_problem& problem, size_t bytes, void* stream) {
     return problem.device_type == kDLCPU ? workspace_.host(bytes)
@@ -76,6 +88,8 @@ class Context {
   std::unique_ptr<TableIndex> table_;
   std::string table_error_;
   Dispatcher dispatcher_;
+  ShadowCheck shadow_;
+  int64_t shadow_one_in_;  // 0: off
 };
 
 }  // namespace arbiter

@@ -57,8 +57,11 @@ inline std::string preferred_small_gemm() {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? "cpu.gemm_small_avx512" : "cpu.gemm_small_avx2";
 }
 
+// Shadow checks of every call are on in the tests unless the config says otherwise.
 inline std::unique_ptr<Context> make_context(const std::string& toml) {
-  return std::make_unique<Context>(parse_config(toml, "<test>", ""));
+  Config config = parse_config(toml, "<test>", "");
+  if (!config.verify.shadow_one_in) config.verify.shadow_one_in = 1;
+  return std::make_unique<Context>(std::move(config));
 }
 
 inline const PluginRecord* plugin_named(const Context& context, const std::string& name) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
@@ -56,7 +57,9 @@ std::string how_it_ended(int status) {
     switch (WEXITSTATUS(status)) {
       case 2: return "threw an exception out of the work";
       case 3: return "could not send its answer";
-      default: return fmt::format("exited with status {} (a sanitizer or a failed check: see its stderr)", WEXITSTATUS(status));
+      case 0: return "exited (status 0) before it sent its answer: exit() called during the work";
+      default: return fmt::format("exited with status {} (exit() during the work, a sanitizer or a failed check: see its stderr)",
+                                  WEXITSTATUS(status));
     }
   }
   return "ended in an unknown way";
@@ -67,6 +70,7 @@ std::string how_it_ended(int status) {
 ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_seconds) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) fail(ARB_ERR_INTERNAL, std::string("pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);  // a child that calls exit() flushes its copy of these buffers: empty them first
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;

@@ -81,6 +81,11 @@ struct VerifyConfig {
   // kernel's first dispatch (false: the table's word is taken, for a table this operator wrote).
   bool recheck_table_verdicts = true;
   int trials = 3;
+  // Shadow checks of live calls (verify/shadow_check.hpp): about one call in N is re-checked
+  // against the oracle, and a kernel found wrong is quarantined. Unset or 0: off (the
+  // default); `arbiter run` and the tests turn it on when the config leaves it unset.
+  std::optional<int64_t> shadow_one_in;
+  int64_t shadow_rate() const { return shadow_one_in.value_or(0); }
 };
 
 struct TuneConfig {

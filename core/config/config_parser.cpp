@@ -181,6 +181,11 @@ void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
     if (*v < 3 || *v > 100) s.error_at("trials", "'verify.trials' must be from 3 to 100");
     out.trials = static_cast<int>(*v);
   }
+  if (auto v = s.integer("shadow_one_in")) {
+    if (*v < 0 || *v > (int64_t(1) << 40))
+      s.error_at("shadow_one_in", "'verify.shadow_one_in' must be 0 (off) or the N of one call in N, up to 2^40");
+    out.shadow_one_in = *v;
+  }
   s.finish();
 }
 

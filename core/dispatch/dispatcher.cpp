@@ -240,6 +240,11 @@ const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t
   return selections_.back();
 }
 
+void Dispatcher::forget_choices() {
+  std::lock_guard<std::mutex> lock(miss_mutex_);
+  cache_.clear();
+}
+
 std::string Dispatcher::explain(const arb_problem& problem) {
   const Decision decision = decide(problem, Mode::explain);
   std::string out = "problem: " + problem_key(problem) + "\n";

@@ -75,6 +75,10 @@ class Dispatcher {
   std::string explain(const arb_problem& problem);
 
   size_t cached_selections() const { return cache_.size(); }
+  // Forgets every cached choice, so that each problem is decided again on its next call (after
+  // a quarantine, which the gate's answers then reflect). A call already past select() still
+  // runs the kernel it got.
+  void forget_choices();
 
  private:
   const Selection& select_on_miss(const arb_problem& problem, uint64_t hash);

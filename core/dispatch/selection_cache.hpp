@@ -44,6 +44,10 @@ class SelectionCache {
     place(*table, key, hash, value);
   }
 
+  // Forgets every entry (caller holds the writers' lock): an empty table replaces the
+  // current one, which stays alive for readers still probing it.
+  void clear() { install(std::make_unique<Table>(kInitialCapacity)); }
+
   size_t size() const { return current_.load(std::memory_order_acquire)->used; }
 
  private:

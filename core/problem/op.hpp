@@ -105,6 +105,10 @@ class Op {
   // that claims no shapes of its own.
   virtual const char* example_fields() const = 0;
 
+  // The scalars of arb_operands the op reads, as text for reports ("alpha 1 beta 0.5"; ""
+  // for none).
+  virtual std::string scalars_text(const arb_operands&) const { return ""; }
+
   // The C API: `args` points to the op's args struct (arbiter.h). Throws Failure naming the
   // argument at fault.
   virtual void build_call(const void* args, Call& call) const = 0;

@@ -36,6 +36,8 @@ std::string stale_reason(const TableEntry& e, const KernelRegistry& registry, co
   if (kernel->abi.op != problem->op || kernel->abi.device_type != problem->device_type)
     return "the kernel does not run this op on this device";
   if (!kernel_supports(*kernel, *problem, &why)) return "the kernel no longer supports it: " + why;
+  // A failed verdict (a quarantine) holds for every kernel; a missing one only for gated ones.
+  if (!e.verified && e.verification.rfind("failed", 0) == 0) return "its verification failed: " + e.verification;
   if (!e.verified && gate.gated(*kernel)) return "it was never verified";
   return "";
 }
@@ -113,6 +115,24 @@ void TableIndex::add(const TableEntry& entry, const KernelRecord& kernel) {
   const arb_problem problem = parse_problem(entry.key).problem;
   items_.push_back({entry, &kernel, problem, problem_class_key(problem)});
   by_key_[entry.key] = &items_.back();
+}
+
+std::vector<TableEntry> TableIndex::revoke(const KernelRecord& kernel, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<TableEntry> marked;
+  for (auto it = by_key_.begin(); it != by_key_.end();) {
+    if (it->second->kernel != &kernel) {
+      ++it;
+      continue;
+    }
+    TableEntry e = it->second->entry;  // items stay as they are: a reader may hold one
+    e.verified = false;
+    e.verification = "failed: shadow_check: quarantined: " + reason;
+    stale_.push_back({e.key, e.kernel, "quarantined: " + reason});
+    marked.push_back(std::move(e));
+    it = by_key_.erase(it);
+  }
+  return marked;
 }
 
 size_t TableIndex::valid() const {

@@ -44,6 +44,9 @@ class TableIndex {
   // to the smaller key. The caller still checks that the kernel supports the problem.
   std::optional<TableHit> nearest(const arb_problem& problem, double* distance) const;
   void add(const TableEntry& entry, const KernelRecord& kernel);
+  // Takes every entry of a quarantined kernel out of use (listed as stale from then on) and
+  // returns them marked failed (verified = false, verification = "failed: ..."), for the file.
+  std::vector<TableEntry> revoke(const KernelRecord& kernel, const std::string& reason);
 
   size_t valid() const;
   const std::vector<StaleEntry>& stale() const { return stale_; }

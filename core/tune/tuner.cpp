@@ -57,6 +57,8 @@ class TuningRun {
         c.status = "refused: excluded by tune.exclude";
       } else if (!kernel_supports(*kernel, problem, &why)) {
         c.status = "refused: " + why;
+      } else if (const std::optional<std::string> quarantine = gate.quarantined(*kernel)) {
+        c.status = "refused: quarantined: " + *quarantine;
       } else if (gate.tf32_refused(*kernel, problem)) {
         c.status = "refused: a TF32 kernel (verify.allow_tf32 is false)";
       } else if (gate.gated(*kernel)) {

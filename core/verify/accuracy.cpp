@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace arbiter {
@@ -20,7 +21,8 @@ double tolerance_for(const KernelRecord& kernel, int32_t dtype) {
   return tolerance_for(dtype);
 }
 
-Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference) {
+Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference,
+                           const ProblemBuffers* magnitudes) {
   Comparison comparison;
   comparison.error = 0.0;
   for (const auto& out : result.all()) {
@@ -43,6 +45,14 @@ Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& r
         diff_sq += (v - w) * (v - w);
         ref_sq += w * w;
       }
+    }
+    if (magnitudes != nullptr) {
+      const ProblemBuffers::Operand* scale = magnitudes->find(out.name);
+      double scale_sq = 0.0;
+      for (int64_t r = 0; r < out.rows; ++r)
+        for (int64_t c = 0; c < out.cols; ++c)
+          if (const double s = magnitudes->element(*scale, r, c); std::isfinite(s)) scale_sq += s * s;
+      ref_sq = std::max(ref_sq, scale_sq);
     }
     const double error = ref_sq > 0.0 ? std::sqrt(diff_sq / ref_sq) : std::sqrt(diff_sq);
     const bool worse = std::isnan(error) ? !std::isnan(comparison.error) : error > comparison.error;

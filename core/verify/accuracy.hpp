@@ -32,7 +32,12 @@ struct Comparison {
   bool accepted(double tolerance) const { return finite && specials_match && error <= tolerance; }
 };
 
-// Compares the outputs of two buffer sets built for the same problem.
-Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference);
+// Compares the outputs of two buffer sets built for the same problem. With `magnitudes` (the
+// reference on the absolute values of the inputs and scalars: the scale a sum of products'
+// rounding error grows with), each output's error is relative to the larger of its norm there
+// and the reference's, so that a result near zero by cancellation does not make an honest
+// kernel look wrong (the shadow checks of live calls, whose data nobody chose).
+Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference,
+                           const ProblemBuffers* magnitudes = nullptr);
 
 }  // namespace arbiter

@@ -79,29 +79,37 @@ std::optional<Verdict> decode_verdict(std::string_view bytes) {
 
 namespace {
 
+// What a child's end most likely means, for the verdict's detail.
+std::string likely_cause(const std::string& failure, bool emulated) {
+  if (failure.find("SIGSEGV") != std::string::npos || failure.find("SIGBUS") != std::string::npos)
+    return "an access through a wild or out-of-bounds pointer";
+  if (failure.find("SIGABRT") != std::string::npos) return "abort(): a failed assertion, or heap corruption found by the allocator";
+  // emucc builds emulated device code with the alignment sanitizer trapping (SIGILL), as a
+  // GPU faults on a misaligned access.
+  if (failure.find("SIGILL") != std::string::npos)
+    return emulated ? "a misaligned access (trapped, as a GPU faults on it) or a trap instruction"
+                    : "an illegal instruction (an ISA extension this CPU lacks?) or a trap";
+  if (failure.find("sanitizer") != std::string::npos) return "a sanitizer's report (its stderr names the access)";
+  if (failure.find("timed out") != std::string::npos)
+    return emulated ? "a hang the emulator's per-launch limit did not stop (a spin that never reaches a barrier?)"
+                    : "a hang, or a kernel far slower than the time limit (verify.time_limit_s)";
+  if (failure.find("exited") != std::string::npos) return "the kernel ended the process (exit) during a launch";
+  return "a crash";
+}
+
 // Runs `verify` in a child; a child that does not send back a verdict is a failed one.
 template <typename Verify>
-Verdict in_child(const KernelRecord& kernel, Verify&& verify, double timeout_seconds) {
+Verdict in_child(const Device& device, const KernelRecord& kernel, Verify&& verify, double timeout_seconds) {
   const ChildOutcome outcome = run_in_child([&] { return encode_verdict(verify()); }, timeout_seconds);
   if (outcome.completed)
     if (std::optional<Verdict> v = decode_verdict(outcome.answer)) return *v;
-  // What the signal means for emulated device code: emucc builds it with the alignment
-  // sanitizer trapping (SIGILL), as a GPU faults on a misaligned access.
-  std::string cause = "a hang the emulator did not catch, or a crash";
-  if (outcome.failure.find("SIGSEGV") != std::string::npos || outcome.failure.find("SIGBUS") != std::string::npos)
-    cause = "an access through a wild or out-of-bounds pointer";
-  else if (outcome.failure.find("SIGILL") != std::string::npos)
-    cause = "a misaligned access (trapped, as a GPU faults on it) or a trap instruction";
-  else if (outcome.failure.find("sanitizer") != std::string::npos)
-    cause = "a sanitizer's report (its stderr names the access)";
-  else if (outcome.failure.find("timed out") != std::string::npos)
-    cause = "a hang the emulator's per-launch limit did not stop (a spin that never reaches a barrier?)";
+  const char* where = device.emulated() ? "on the emulator" : "on the CPU";
   Verdict v;
   v.failed_checks.push_back("crashed");
   v.detail = outcome.completed
-                 ? fmt::format("crashed: the process verifying {} on the emulator sent back a malformed verdict", kernel.name)
-                 : fmt::format("crashed: the process verifying {} on the emulator {}: {}; this process is unharmed",
-                               kernel.name, outcome.failure, cause);
+                 ? fmt::format("crashed: the process verifying {} {} sent back a malformed verdict", kernel.name, where)
+                 : fmt::format("crashed: the process verifying {} {} {}: {}; this process is unharmed", kernel.name,
+                               where, outcome.failure, likely_cause(outcome.failure, device.emulated()));
   return v;
 }
 
@@ -109,12 +117,13 @@ Verdict in_child(const KernelRecord& kernel, Verify&& verify, double timeout_sec
 
 Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                                const arb_problem& problem, const VerifyOptions& options, double timeout_seconds) {
-  return in_child(kernel, [&] { return verify_kernel(device, kernel, reference, problem, options); }, timeout_seconds);
+  return in_child(device, kernel, [&] { return verify_kernel(device, kernel, reference, problem, options); },
+                  timeout_seconds);
 }
 
 Verdict check_full_size_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                                  const arb_problem& problem, uint64_t seed, double tolerance, double timeout_seconds) {
-  return in_child(kernel, [&] { return check_full_size(device, kernel, reference, problem, seed, tolerance); },
+  return in_child(device, kernel, [&] { return check_full_size(device, kernel, reference, problem, seed, tolerance); },
                   timeout_seconds);
 }
 

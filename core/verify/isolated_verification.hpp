@@ -1,7 +1,8 @@
-// Verification in a child process, for kernels that run on the SIMT emulator: the kernel is
-// host code there, so a wild pointer would crash or corrupt the caller's process. The child
-// runs verify_kernel and sends its verdict back; a child that dies or hangs is a failed
-// verdict (check "crashed") with how it ended, and the caller's memory is untouched.
+// Verification in a forked child process, for kernels that run on the SIMT emulator (host
+// code there): a wild pointer, exit(), abort() or a hang in the kernel would otherwise take
+// the caller's process down or corrupt its memory. The child runs
+// verify_kernel and sends its verdict back; a child that dies or hangs is a failed verdict
+// (check "crashed") with how it ended, and the caller's memory is untouched.
 #pragma once
 
 #include "verify/verifier.hpp"

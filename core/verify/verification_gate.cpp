@@ -60,7 +60,36 @@ void VerificationGate::remember_from_table(const KernelRecord& kernel, const arb
   verdicts_.emplace(verdict_key(kernel, problem), std::move(verdict));  // never over one reached here
 }
 
+// Kernels on the emulator (device code built for the host) are verified in a forked child
+// with a time limit: a wild pointer or a hang there costs a verdict, not this process. CPU
+// kernels are verified here for now: fork() from a process whose other threads run OpenBLAS
+// deadlocks in OpenBLAS's fork handler, so untrusted CPU kernels need a freshly spawned
+// helper process instead (not built yet). A GPU's kernels too: a CUDA context does not
+// survive fork.
+std::optional<double> VerificationGate::child_time_limit(const KernelRecord&, const Device& device) const {
+  if (device.emulated()) return emulated_verify_seconds();
+  return std::nullopt;
+}
+
+bool VerificationGate::quarantine(const KernelRecord& kernel, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return quarantined_.emplace(&kernel, reason).second;
+}
+
+std::optional<std::string> VerificationGate::quarantined(const KernelRecord& kernel) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = quarantined_.find(&kernel);
+  if (it == quarantined_.end()) return std::nullopt;
+  return it->second;
+}
+
 Verdict VerificationGate::verdict(const KernelRecord& kernel, const arb_problem& problem, bool fresh) {
+  if (std::optional<std::string> reason = quarantined(kernel)) {
+    Verdict v;
+    v.failed_checks.push_back("shadow_check");
+    v.detail = "shadow_check: quarantined: " + *reason;
+    return v;
+  }
   std::optional<Verdict> v;
   if (!fresh)
     if (auto known = known_verdict(kernel, problem); known && !needs_recheck(*known)) v = std::move(known);
@@ -102,10 +131,9 @@ Verdict VerificationGate::checked_at_full_size(const KernelRecord& kernel, const
   }
   const double tolerance = tolerance_for(kernel, problem.dtype);
   Device& device = devices_.of(problem.device_type);
-  Verdict full = device.emulated()
-                     ? check_full_size_in_child(device, kernel, *reference, problem, next_seed(), tolerance,
-                                                emulated_verify_seconds())
-                     : check_full_size(device, kernel, *reference, problem, next_seed(), tolerance);
+  const std::optional<double> limit = child_time_limit(kernel, device);
+  Verdict full = limit ? check_full_size_in_child(device, kernel, *reference, problem, next_seed(), tolerance, *limit)
+                       : check_full_size(device, kernel, *reference, problem, next_seed(), tolerance);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     full_size_checked_.insert(key);
@@ -143,9 +171,9 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
   } else {
     try {
       Device& device = devices_.of(problem.device_type);
-      // On the emulator a kernel is host code: a wild pointer would hit this process.
-      v = device.emulated() ? verify_kernel_in_child(device, kernel, *reference, problem, options, emulated_verify_seconds())
-                            : verify_kernel(device, kernel, *reference, problem, options);
+      const std::optional<double> limit = child_time_limit(kernel, device);
+      v = limit ? verify_kernel_in_child(device, kernel, *reference, problem, options, *limit)
+                : verify_kernel(device, kernel, *reference, problem, options);
     } catch (const Failure& f) {  // no such device here
       v.failed_checks.push_back("no_device");
       v.detail = std::string("no_device: ") + f.what();
@@ -173,6 +201,7 @@ bool VerificationGate::tf32_refused(const KernelRecord& kernel, const arb_proble
 
 Admission VerificationGate::admission(const KernelRecord& kernel, const arb_problem& problem, bool may_verify) {
   using State = Admission::State;
+  if (std::optional<std::string> reason = quarantined(kernel)) return {State::refused, "quarantined: " + *reason};
   if (tf32_refused(kernel, problem)) return {State::refused, "a TF32 kernel: needs verify.allow_tf32 = true for f32 problems"};
   if (!gated(kernel))
     return {State::admitted, kernel.plugin->trust == ARB_PLUGIN_TRUST_ORACLE

@@ -60,6 +60,12 @@ class VerificationGate {
   uint64_t draw_seed() { return next_seed(); }
   const KernelRecord* oracle(int32_t op) const { return registry_.oracle(op); }
 
+  // A kernel a shadow check found wrong on a live call (shadow_check.hpp): refused from then
+  // on, for every problem, whatever its verdicts or its plugin's trust. False if it already was.
+  bool quarantine(const KernelRecord& kernel, const std::string& reason);
+  // Why the kernel is quarantined, if it is.
+  std::optional<std::string> quarantined(const KernelRecord& kernel) const;
+
   // Does this kernel need a verdict at all?
   bool gated(const KernelRecord& kernel) const;
   // A TF32 kernel asked to run an f32 problem without verify.allow_tf32.
@@ -71,6 +77,8 @@ class VerificationGate {
   VerifyConfig config_;
   Verdict run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options);
   bool needs_recheck(const Verdict& verdict) const;
+  // The time limit of a verification in a child process, or nullopt: verified in this one.
+  std::optional<double> child_time_limit(const KernelRecord& kernel, const Device& device) const;
   Verdict checked_at_full_size(const KernelRecord& kernel, const arb_problem& problem, Verdict class_verdict);
   // Is the problem too costly for the full-size check on this device? (Then it is skipped.)
   bool full_size_unaffordable(const arb_problem& problem) const;
@@ -81,6 +89,7 @@ class VerificationGate {
   std::atomic<uint64_t> seeds_{0};
   mutable std::mutex mutex_;
   std::map<std::string, Verdict> verdicts_;
+  std::map<const KernelRecord*, std::string> quarantined_;  // the reason
   // Hashes of verdict key and problem key: one per distinct problem a class verdict served
   // (as many as the selection cache holds), so 8 bytes each.
   std::unordered_set<uint64_t> full_size_checked_;

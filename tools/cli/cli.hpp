@@ -5,6 +5,7 @@
 #include "context.hpp"
 #include "support/shape_suite.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +23,8 @@ struct Arguments {
 };
 
 // A context from --config, or the embedded default, with --table=PATH and --budget-ms=N
-// applied. Throws Failure.
-std::unique_ptr<Context> make_context(const Arguments& args);
+// applied, then `adjust` (a command's own defaults). Throws Failure.
+std::unique_ptr<Context> make_context(const Arguments& args, const std::function<void(Config&)>& adjust = {});
 
 // The problems a command works on: those of --suite=FILE, or the one problem written as the
 // positional words. `command` names the command in messages.

@@ -1,5 +1,8 @@
 // arbiter run <problem>: run through dispatch (or one named kernel) on random data, check
-// the result against the reference plugin, and time it.
+// the result against the reference plugin, and time it. Through dispatch it first makes
+// --calls calls as an application would, with shadow checks on (verify.shadow_one_in, 1 in
+// kRunShadowOneIn when the config leaves it unset): a kernel right only while the gate
+// watched is quarantined there, and the rest of the command uses the kernel that replaced it.
 #include "cli.hpp"
 
 #include "common/failure.hpp"
@@ -38,15 +41,21 @@ int64_t number_option(const Arguments& args, const std::string& name, int64_t fa
   }
 }
 
+// The shadow rate of `arbiter run` when the config sets none.
+constexpr int64_t kRunShadowOneIn = 4;
+
 }  // namespace
 
 int command_run(const Arguments& args) {
   if (args.positional.empty()) fail(ARB_ERR_INVALID_ARGUMENT, "run needs a problem, e.g. 'gemm f32 m=8 n=8 k=8'");
   const ParsedProblem parsed = parse_problem(joined(args.positional));
   const arb_problem& problem = parsed.problem;
-  const auto context = make_context(args);
+  const auto context = make_context(args, [](Config& config) {
+    if (!config.verify.shadow_one_in) config.verify.shadow_one_in = kRunShadowOneIn;
+  });
   const int64_t samples = std::max<int64_t>(1, number_option(args, "samples", 50));
   const uint64_t seed = static_cast<uint64_t>(number_option(args, "seed", 1));
+  const int64_t calls = std::max<int64_t>(0, number_option(args, "calls", 300));
 
   const KernelRecord* kernel = nullptr;
   std::string rule;
@@ -63,6 +72,26 @@ int command_run(const Arguments& args) {
   const KernelRecord* reference = context->registry().find(std::string("reference.") + std::string(op_name(problem.op)));
 
   ProblemBuffers buffers(problem, parsed.alpha, parsed.beta, parsed.eps);
+  std::string shadow_line;
+  bool quarantined = false;
+  if (rule != "--kernel" && calls > 0) {  // the life phase, through dispatch
+    buffers.randomize(seed + 1);
+    for (int64_t call = 0; call < calls; ++call) context->run(problem, buffers.operands(), nullptr);
+    const ShadowCheck::Counts counts = context->shadow_counts();
+    shadow_line = fmt::format("{} of {} calls through dispatch checked against the oracle (verify.shadow_one_in = {})",
+                              counts.checked, calls, context->config().verify.shadow_rate());
+    if (counts.skipped > 0) shadow_line += fmt::format(", {} skipped", counts.skipped);
+    if (const std::optional<std::string> why = context->gate().quarantined(*kernel)) {
+      quarantined = true;
+      shadow_line += fmt::format(": {} QUARANTINED: {}", kernel->name, *why);
+      const Decision now = context->dispatcher().decide(problem, Dispatcher::Mode::dispatch);
+      if (now.kernel == nullptr) fail(ARB_ERR_UNSUPPORTED, shadow_line + "; and no other kernel qualifies: " + now.failure);
+      kernel = now.kernel;
+      rule = now.rule + ", after the quarantine";
+    } else {
+      shadow_line += counts.mismatched == 0 ? ": all matched" : fmt::format(": {} mismatched", counts.mismatched);
+    }
+  }
   buffers.randomize(seed);
   ProblemBuffers expected = buffers;
   auto run_once = [&](const KernelRecord& k, const ProblemBuffers& b) {
@@ -72,16 +101,18 @@ int command_run(const Arguments& args) {
 
   fmt::print("problem: {}\n", problem_key(problem));
   fmt::print("kernel:  {} ({}), chosen by {}\n", kernel->name, provenance_name(kernel->provenance), rule);
-  bool passed = true;
+  if (!shadow_line.empty()) fmt::print("shadow:  {}\n", shadow_line);
+  bool passed = !quarantined;
   if (reference == nullptr) {
     fmt::print("check:   skipped: the reference plugin is not loaded\n");
   } else {
     run_once(*reference, expected);
     const Comparison c = compare_outputs(buffers, expected);
     const double tolerance = tolerance_for(*kernel, problem.dtype);
-    passed = c.accepted(tolerance);
+    const bool accepted = c.accepted(tolerance);
+    passed = passed && accepted;
     fmt::print("check:   relative norm error {:.3g} (worst output: {}) against {}, tolerance {:.0e}: {}\n", c.error,
-               c.worst.empty() ? "-" : c.worst, reference->name, tolerance, passed ? "PASS" : "FAIL");
+               c.worst.empty() ? "-" : c.worst, reference->name, tolerance, accepted ? "PASS" : "FAIL");
   }
 
   // Timing: warm-up, then `samples` timed batches of synchronous runs (CPU). A batch is

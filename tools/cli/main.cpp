@@ -25,7 +25,7 @@ bool Arguments::flag(const std::string& name) const {
   return false;
 }
 
-std::unique_ptr<Context> make_context(const Arguments& args) {
+std::unique_ptr<Context> make_context(const Arguments& args, const std::function<void(Config&)>& adjust) {
   Config config = args.config_path.empty() ? default_config() : load_config_file(args.config_path);
   if (const std::string table = args.option("table"); !table.empty()) config.table.path = table;
   if (const std::string budget = args.option("budget-ms"); !budget.empty()) {
@@ -39,6 +39,7 @@ std::unique_ptr<Context> make_context(const Arguments& args) {
     config.tune.budget_ms = value;
   }
   if (emulated_device(args)) config.cuda.device = CudaDeviceKind::emulated;
+  if (adjust) adjust(config);
   set_log_level(config.log_level);
   return std::make_unique<Context>(std::move(config));
 }

@@ -95,6 +95,9 @@ class Gemm final : public Op {
     return elements * static_cast<double>(dtype_size(p.dtype));
   }
   double reference_cost(const arb_problem& p) const override { return flops(p) / 2; }
+  std::string scalars_text(const arb_operands& o) const override {
+    return fmt::format("alpha {:g} beta {:g}", o.alpha, o.beta);
+  }
 
   std::vector<OperandLayout> operands(const arb_problem& p) const override {
     std::vector<OperandLayout> out;

@@ -42,6 +42,8 @@ class RmsNorm final : public RowOp {
     return elements * static_cast<double>(dtype_size(p.dtype));
   }
 
+  std::string scalars_text(const arb_operands& o) const override { return fmt::format("eps {:g}", o.eps); }
+
   std::vector<OperandLayout> operands(const arb_problem& p) const override {
     const bool fused = p.has_residual != 0;
     std::vector<OperandLayout> out;

@@ -1,0 +1,126 @@
+#include "verify/shadow_check.hpp"
+
+#include "device/problem_buffers.hpp"
+#include "problem/problem_cost.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+#include "verify/accuracy.hpp"
+#include "verify/verifier.hpp"
+
+#include <arbiter/float16.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <random>
+#include <string_view>
+
+namespace arbiter {
+namespace {
+
+// The caller's pointer for an operand of ProblemBuffers (its name is the arb_operands field).
+void* caller_pointer(const arb_operands& o, std::string_view name) {
+  if (name == "a") return const_cast<void*>(o.a);
+  if (name == "b") return const_cast<void*>(o.b);
+  if (name == "c") return const_cast<void*>(o.c);
+  if (name == "bias") return const_cast<void*>(o.bias);
+  if (name == "d") return o.d;
+  if (name == "x") return o.x;
+  if (name == "residual") return const_cast<void*>(o.residual);
+  if (name == "weight") return const_cast<void*>(o.weight);
+  if (name == "y") return o.y;
+  return nullptr;
+}
+
+// The same inputs with every sign cleared, and |alpha|, |beta|: the reference on them is the
+// scale of the rounding error a correct kernel may make (accuracy.hpp).
+ProblemBuffers absolute_values(const ProblemBuffers& inputs, const arb_operands& o) {
+  ProblemBuffers out(inputs.problem(), std::fabs(o.alpha), std::fabs(o.beta), o.eps);
+  const size_t element = dtype_size(inputs.problem().dtype);
+  for (size_t i = 0; i < inputs.all().size(); ++i) {
+    const HostBuffer& from = inputs.all()[i].buffer;
+    std::byte* to = out.buffer_data(i);
+    std::memcpy(to, from.data(), from.size());
+    for (size_t at = element - 1; at < from.size(); at += element) to[at] &= std::byte{0x7f};  // little-endian sign bit
+  }
+  return out;
+}
+
+// The scalars the op reads, for the report of a mismatch.
+std::string scalars_of(const arb_problem& problem, const arb_operands& o) {
+  const std::string text = find_op(problem.op)->scalars_text(o);
+  return text.empty() ? "" : ", " + text;
+}
+
+}  // namespace
+
+bool shadow_check_due(int64_t one_in) noexcept {
+  thread_local int64_t countdown = 0;  // shared by the thread's contexts
+  // A countdown above this rate's longest interval was drawn for a context with a lower rate.
+  if (--countdown > 0 && countdown < 2 * one_in) return false;
+  thread_local std::minstd_rand rng(std::random_device{}());
+  // Uniform in [1, 2 one_in - 1]: the mean is one_in, and no launch count is safe.
+  countdown = one_in <= 1 ? 1 : 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * one_in - 1));
+  return true;
+}
+
+ShadowOutcome ShadowCheck::skip(std::string why, const std::function<void()>& launch) {
+  launch();
+  skipped_.fetch_add(1, std::memory_order_relaxed);
+  return {ShadowOutcome::State::skipped, std::move(why)};
+}
+
+ShadowOutcome ShadowCheck::run(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
+                               void* stream, const std::function<void()>& launch) {
+  const KernelRecord* oracle = registry_.oracle(problem.op);
+  if (oracle == nullptr) return skip("no oracle for this op", launch);
+  if (oracle == &kernel) return skip("the kernel is the oracle", launch);
+  if (reference_cost(problem) > kMaxReferenceCost) return skip("the fp64 reference would cost more than its bound", launch);
+  Device& device = devices_.of(problem.device_type);
+  if (device.capturing(stream)) return skip("the stream is being captured into a graph", launch);
+
+  ProblemBuffers before(problem, operands.alpha, operands.beta, operands.eps);
+  for (size_t i = 0; i < before.all().size(); ++i) {
+    const ProblemBuffers::Operand& o = before.all()[i];
+    if (o.is_input) device.download(before.buffer_data(i), caller_pointer(operands, o.name), o.buffer.size(), stream);
+  }
+  launch();
+  ProblemBuffers after = before;
+  std::string detail;
+  for (size_t i = 0; i < after.all().size(); ++i) {
+    const ProblemBuffers::Operand& o = after.all()[i];
+    device.download(after.buffer_data(i), caller_pointer(operands, o.name), o.buffer.size(), stream);
+    if (!o.is_output && detail.empty() && std::memcmp(o.buffer.data(), before.all()[i].buffer.data(), o.buffer.size()) != 0)
+      detail = fmt::format("input {} changed during the call", o.name);
+  }
+  if (detail.empty()) {
+    std::optional<ProblemBuffers> expected, magnitudes;
+    try {
+      expected = reference_answer(*oracle, before);
+      magnitudes = reference_answer(*oracle, absolute_values(before, operands));
+    } catch (const std::exception& e) {  // the call itself went through
+      skipped_.fetch_add(1, std::memory_order_relaxed);
+      return {ShadowOutcome::State::skipped, e.what()};
+    }
+    checked_.fetch_add(1, std::memory_order_relaxed);
+    const Comparison c = compare_outputs(after, *expected, &*magnitudes);
+    const double tolerance = tolerance_for(kernel, problem.dtype);
+    if (c.accepted(tolerance)) return {ShadowOutcome::State::matched, ""};
+    detail = c.specials_match ? fmt::format("relative norm error {:.3g} in {} exceeds {:.0e}", c.error,
+                                            c.worst.empty() ? "output" : c.worst, tolerance)
+                              : c.first_special_mismatch;
+  } else {
+    checked_.fetch_add(1, std::memory_order_relaxed);
+  }
+  mismatched_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < before.all().size(); ++i) {  // what the next kernel must read again
+    const ProblemBuffers::Operand& o = before.all()[i];
+    if (o.is_input && o.is_output) device.upload(caller_pointer(operands, o.name), o.buffer.data(), o.buffer.size(), stream);
+  }
+  return {ShadowOutcome::State::mismatched,
+          fmt::format("{} (a live call of {}{})", detail, problem_key(problem), scalars_of(problem, operands))};
+}
+
+}  // namespace arbiter
