@@ -105,19 +105,19 @@ TEST_CASE("with shadow checks, the backdoor's answer never reaches the caller: q
   for (uint64_t seed = 3; seed < 8; ++seed) CHECK(right_answer(*context, inputs_for(problem, seed, "x")));
 }
 
-TEST_CASE("a kernel wrong after its 400th launch is quarantined on the first checked call after it") {
+TEST_CASE("a kernel wrong after its 3000th launch is quarantined on the first checked call after it") {
   const auto context = with_late_cheats("softmax_counted", "3");
   const arb_problem problem = parse_problem("softmax f32 rows=2 cols=16").problem;
   const KernelRecord& cheat = kernel_named(*context, "late_cheats.softmax_counted");
   int wrong = 0;
-  for (uint64_t call = 0; call < 600; ++call) wrong += right_answer(*context, inputs_for(problem, call, "")) ? 0 : 1;
+  for (uint64_t call = 0; call < 3300; ++call) wrong += right_answer(*context, inputs_for(problem, call, "")) ? 0 : 1;
   CHECK(context->gate().quarantined(cheat));
-  // One call in 3 on average is checked: the wrong answers between the 400th launch and the
+  // One call in 3 on average is checked: the wrong answers between the 3000th launch and the
   // first checked call after it are the sampling's price (every one is caught at one in 1).
   CAPTURE(wrong);
   CHECK(wrong < 40);
   CHECK(context->dispatcher().select(problem).kernel != &cheat);
-  CHECK(context->shadow_counts().checked > 100);
+  CHECK(context->shadow_counts().checked > 500);
 }
 
 TEST_CASE("in place (C = D), the fallback computes from the C the caller passed") {
