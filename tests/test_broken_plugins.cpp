@@ -15,10 +15,12 @@ using namespace arbiter;
 
 namespace {
 
+// The fixture folder holds plugins that crash, hang or end the process when loaded: each is
+// loaded first in a probe process, given 2 s here.
 std::unique_ptr<Context> fixtures_and_shipped(const std::string& extra = "") {
   std::vector<std::string> paths = {ARBITER_TEST_FIXTURE_DIR};
   for (const std::string& p : test::shipped_plugins()) paths.push_back(p);
-  return test::make_context(test::config_loading(paths, extra));
+  return test::make_context(test::config_loading(paths, "probe_time_limit_s = 2\n" + extra));
 }
 
 // Runs softmax on a 1 x cols f32 row through dispatch.
@@ -49,6 +51,10 @@ TEST_CASE("every broken plugin is rejected with its reason") {
       {"too_small", "below the minimum"},
       {"zz_duplicate", "duplicate of plugin 'refuses_all'"},
       {"shadow_reference", "is the verification oracle's, built into"},
+      // Never loaded here: a probe process loaded each first (under ASan a SIGSEGV is an exit).
+      {"load_crash", "a probe process that loaded it first"},
+      {"load_hang", "did not finish within 2 s and was killed"},
+      {"load_exits", "exited early (status 3"},
   };
   for (const auto& [file, reason] : expected) {
     CAPTURE(file);
@@ -218,4 +224,16 @@ TEST_CASE("the public API lists rejected plugins with reasons") {
   CHECK(rejected == 1);
   CHECK(loaded == 1);
   CHECK(arb_context_destroy(ctx) == ARB_OK);
+}
+
+TEST_CASE("plugins.probe and plugins.probe_time_limit_s are read and checked") {
+  const Config config = parse_config("[plugins]\nprobe = false\nprobe_time_limit_s = 5\n", "<t>", "");
+  CHECK_FALSE(config.plugins.probe);
+  CHECK(config.plugins.probe_time_limit_s == 5);
+  CHECK(parse_config("", "<t>", "").plugins.probe);
+  for (const char* bad : {"[plugins]\nprobe_time_limit_s = 0\n", "[plugins]\nprobe_time_limit_s = 3601\n",
+                          "[plugins]\nprobe = 1\n"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_AS(parse_config(bad, "<t>", ""), Failure);
+  }
 }

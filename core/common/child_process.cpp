@@ -12,8 +12,11 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+extern char** environ;  // the process's environment, handed to spawned programs
 
 namespace arbiter {
 namespace {
@@ -121,6 +124,67 @@ ChildOutcome run_in_child(const std::function<std::string()>& work, double timeo
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && whole) {
     outcome.completed = true;
     outcome.answer = received.substr(sizeof size);
+  } else {
+    outcome.failure = how_it_ended(status);
+  }
+  return outcome;
+}
+
+namespace {
+
+// Reads `fd` until end of file or the deadline; false if the deadline came first.
+bool read_until(int fd, std::chrono::steady_clock::time_point deadline, std::string& received) {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+    if (ready <= 0) continue;  // EINTR or the deadline, checked above
+    char buffer[1 << 16];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return true;
+    received.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+ProgramOutcome run_program(const std::vector<std::string>& argv, double timeout_seconds) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) fail(ARB_ERR_INTERNAL, std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(fds[1]);
+  if (spawned != 0) {
+    ::close(fds[0]);
+    fail(ARB_ERR_INTERNAL, "cannot start " + argv[0] + ": " + std::strerror(spawned));
+  }
+  ProgramOutcome outcome;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_seconds));
+  const bool ended = read_until(fds[0], deadline, outcome.output);
+  ::close(fds[0]);
+  if (!ended) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!ended) {
+    outcome.failure = fmt::format("did not finish within {:.0f} s and was killed", timeout_seconds);
+  } else if (WIFEXITED(status)) {
+    outcome.exited = true;
+    outcome.exit_status = WEXITSTATUS(status);
   } else {
     outcome.failure = how_it_ended(status);
   }

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace arbiter {
 
@@ -17,5 +18,19 @@ struct ChildOutcome {
 
 // Never throws for what the child does; throws Failure(ARB_ERR_INTERNAL) if no child can be made.
 ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_seconds);
+
+struct ProgramOutcome {
+  bool exited = false;     // it ended by itself (exit or return from main) within the time
+  int exit_status = 0;     // when exited
+  std::string output;      // what it wrote to stdout
+  std::string failure;     // otherwise: how it ended ("killed by SIGSEGV", "timed out after 20 s", ...)
+};
+
+// Runs a program (argv[0] is its path) with stdout captured and stderr and stdin on
+// /dev/null, waiting at most `timeout_seconds` before killing it. Started with posix_spawn,
+// not fork: no fork handlers run in this process (OpenBLAS's deadlocks when other threads use
+// it) and the program starts from a clean image. Throws Failure(ARB_ERR_INTERNAL) if it
+// cannot be started.
+ProgramOutcome run_program(const std::vector<std::string>& argv, double timeout_seconds);
 
 }  // namespace arbiter

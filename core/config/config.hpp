@@ -63,6 +63,10 @@ struct PluginsConfig {
   std::vector<TrustedPlugin> trust;         // run without the gate (never AI-generated kernels)
   std::map<std::string, std::string> choose;  // name -> the file that wins when several have it
   bool allow_insecure_files = false;  // load files (or folders) others could have written
+  // Load each untrusted plugin file first in a probe process (plugin/plugin_probe.hpp), which
+  // may take this long; files shipped in the install's own folder and trusted ones are not probed.
+  bool probe = true;
+  int probe_time_limit_s = 20;
 };
 
 struct DispatchConfig {

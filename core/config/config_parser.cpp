@@ -47,6 +47,11 @@ void read_plugins(Section& root, const std::string& source, const std::string& b
   out.enable = s.strings("enable");
   out.disable = s.strings("disable");
   if (auto v = s.boolean("allow_insecure_files")) out.allow_insecure_files = *v;
+  if (auto v = s.boolean("probe")) out.probe = *v;
+  if (auto v = s.integer("probe_time_limit_s")) {
+    if (*v < 1 || *v > 3600) s.error_at("probe_time_limit_s", "'plugins.probe_time_limit_s' must be from 1 to 3600");
+    out.probe_time_limit_s = static_cast<int>(*v);
+  }
   if (const toml::node* trust = s.find("trust")) {
     const toml::array* items = trust->as_array();
     if (items == nullptr) s.wrong_type(*trust, "trust", "an array of tables ([[plugins.trust]])");

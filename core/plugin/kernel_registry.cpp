@@ -2,6 +2,7 @@
 
 #include "common/log.hpp"
 #include "plugin/plugin_loader.hpp"
+#include "plugin/plugin_probe.hpp"
 #include "plugin/plugin_search.hpp"
 #include "problem/op_table.hpp"
 
@@ -42,6 +43,18 @@ bool same_path(const std::string& a, const std::string& b) {
   return fs::equivalent(a, b, ec) && !ec;
 }
 
+// The first load of an untrusted file runs in a probe process; not for files shipped in the
+// install's own folder (they are part of the installation, like libarbiter itself) or files
+// the config trusts by path and hash.
+PluginProbe probe_for(const PluginsConfig& config, const PluginCandidate& candidate) {
+  if (!config.probe || candidate.origin == "install") return {};
+  return [&config](const fs::path& path, const std::string& sha256) -> std::string {
+    for (const TrustedPlugin& trusted : config.trust)
+      if (trusted.sha256 == sha256 && same_path(trusted.path, path.string())) return "";
+    return probe_plugin(path, sha256, config.probe_time_limit_s);
+  };
+}
+
 }  // namespace
 
 KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) {
@@ -68,7 +81,8 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
         continue;
       }
     }
-    std::unique_ptr<PluginRecord> record = load_plugin(candidate.path, candidate.origin, config.allow_insecure_files);
+    std::unique_ptr<PluginRecord> record =
+        load_plugin(candidate.path, candidate.origin, config.allow_insecure_files, probe_for(config, candidate));
     if (record->name.empty()) record->name = file_name;  // rejected before it could say; "" if unnamed file
     if (record->state == PluginState::loaded) {
       if (std::string why = disabled_reason(config, record->name); !why.empty()) {

@@ -162,7 +162,8 @@ void run_entry(PluginRecord& record, arb_plugin_entry_fn entry, std::shared_ptr<
 
 }  // namespace
 
-std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::string& origin, bool allow_insecure_files) {
+std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::string& origin, bool allow_insecure_files,
+                                          const PluginProbe& probe) {
   auto record = std::make_unique<PluginRecord>();
   record->path = path.string();
   record->origin = origin;
@@ -183,6 +184,12 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::strin
     return record;
   }
   record->sha256 = hashed.sha256;
+  if (probe) {
+    if (std::string why = probe(path, hashed.sha256); !why.empty()) {
+      reject(*record, why);
+      return record;
+    }
+  }
 
   auto library = std::make_shared<boost::dll::shared_library>();
   std::error_code load_error;

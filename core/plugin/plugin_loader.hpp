@@ -6,14 +6,19 @@
 #include "plugin/plugin_record.hpp"
 
 #include <filesystem>
+#include <functional>
 
 namespace arbiter {
 
+// Asked after the file is hashed and before any of its code runs here: "" to go on, or why the
+// file must be rejected (plugin_probe.hpp loads it in another process first).
+using PluginProbe = std::function<std::string(const std::filesystem::path& path, const std::string& sha256)>;
+
 // Never throws: a plugin that cannot be used comes back rejected, with the reason (a file
-// others could have written, loader message, missing symbol, versions, the plugin's own
-// error...). The host hashes the file before loading it (PluginRecord::sha256).
+// others could have written, the probe's answer, loader message, missing symbol, versions,
+// the plugin's own error...). The host hashes the file before loading it (PluginRecord::sha256).
 std::unique_ptr<PluginRecord> load_plugin(const std::filesystem::path& path, const std::string& origin = "config",
-                                          bool allow_insecure_files = false);
+                                          bool allow_insecure_files = false, const PluginProbe& probe = {});
 
 // The verification oracle (plugins/reference/reference_plugin.cpp), compiled into libarbiter
 // so that no file on a search path can stand in for it; trusted as ARB_PLUGIN_TRUST_ORACLE.
