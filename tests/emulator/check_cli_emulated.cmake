@@ -1,6 +1,7 @@
 # The command line on the SIMT emulator: `arbiter try --device=cuda-emulated` gives a real
 # verdict and no time (an honest generated kernel passes, a racy cheater fails for its race),
-# and `arbiter verify --device=cuda-emulated` runs the hand-written CUDA kernels through the gate.
+# `arbiter verify --device=cuda-emulated` runs the hand-written CUDA kernels through the gate, and
+# `arbiter run` dispatches a CUDA problem there with shadow checks.
 # Usage: cmake -DARBITER=<arbiter program> -DSOURCE=<project source dir> -DWORK=<scratch dir> -P check_cli_emulated.cmake
 function(run expected_rc)
   execute_process(COMMAND "${ARBITER}" ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
@@ -36,4 +37,11 @@ run(0 verify rmsnorm bf16 rows=5 cols=1000 residual=1 --device=cuda-emulated --p
 expect("${output}" "device=cuda")
 expect("${output}" "cuda.rmsnorm_vec16 +hand_tuned +passed")
 expect("${output}" "1 verdicts: 1 passed, 0 failed")
-message(STATUS "arbiter try and verify on the SIMT emulator: real verdicts, no times")
+# `arbiter run` on a CUDA problem: operands in the emulated device's memory, calls through
+# dispatch with shadow checks (the check copies inputs and outputs through the device), the
+# result checked against the oracle, and no time.
+run(0 run softmax f32 rows=4 cols=64 device=cuda --device=cuda-emulated --calls=8)
+expect("${output}" "shadow: +[1-8] of 8 calls through dispatch checked against the oracle \\(verify.shadow_one_in = 4\\): all matched")
+expect("${output}" "check: +relative norm error [^\n]* PASS")
+expect("${output}" "time: +not measured: the CUDA device is the SIMT emulator")
+message(STATUS "arbiter try, verify and run on the SIMT emulator: real verdicts, no times")

@@ -7,12 +7,14 @@
 
 #include "common/failure.hpp"
 #include "arbiter_base/abi_names.hpp"
+#include "device/device_operands.hpp"
 #include "device/problem_buffers.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "problem/problem_cost.hpp"
 #include "problem/problem_text.hpp"
 #include "verify/accuracy.hpp"
+#include "verify/verifier.hpp"
 
 #include <arbiter/float16.hpp>
 
@@ -69,14 +71,18 @@ int command_run(const Arguments& args) {
     kernel = decision.kernel;
     rule = decision.rule;
   }
-  const KernelRecord* reference = context->registry().find(std::string("reference.") + std::string(op_name(problem.op)));
+  const KernelRecord* reference = context->gate().oracle(problem.op);
+  // The operands live on the problem's device (host memory on the CPU), as a caller's would.
+  Device& device = context->devices().of(problem.device_type);
 
   ProblemBuffers buffers(problem, parsed.alpha, parsed.beta, parsed.eps);
   std::string shadow_line;
   bool quarantined = false;
   if (rule != "--kernel" && calls > 0) {  // the life phase, through dispatch
     buffers.randomize(seed + 1);
-    for (int64_t call = 0; call < calls; ++call) context->run(problem, buffers.operands(), nullptr);
+    const DeviceOperands life(device, buffers, nullptr);
+    for (int64_t call = 0; call < calls; ++call) context->run(problem, life.operands(), nullptr);
+    device.synchronize(nullptr);
     const ShadowCheck::Counts counts = context->shadow_counts();
     shadow_line = fmt::format("{} of {} calls through dispatch checked against the oracle (verify.shadow_one_in = {})",
                               counts.checked, calls, context->config().verify.shadow_rate());
@@ -93,11 +99,11 @@ int command_run(const Arguments& args) {
     }
   }
   buffers.randomize(seed);
-  ProblemBuffers expected = buffers;
-  auto run_once = [&](const KernelRecord& k, const ProblemBuffers& b) {
-    context->run_kernel(k, problem, b.operands(), nullptr);
-  };
-  run_once(*kernel, buffers);
+  const DeviceOperands operands(device, buffers, nullptr);
+  auto run_once = [&](const KernelRecord& k) { context->run_kernel(k, problem, operands.operands(), nullptr); };
+  run_once(*kernel);
+  ProblemBuffers result = buffers;
+  operands.download(result, nullptr);
 
   fmt::print("problem: {}\n", problem_key(problem));
   fmt::print("kernel:  {} ({}), chosen by {}\n", kernel->name, provenance_name(kernel->provenance), rule);
@@ -106,8 +112,7 @@ int command_run(const Arguments& args) {
   if (reference == nullptr) {
     fmt::print("check:   skipped: the reference plugin is not loaded\n");
   } else {
-    run_once(*reference, expected);
-    const Comparison c = compare_outputs(buffers, expected);
+    const Comparison c = compare_outputs(result, reference_answer(*reference, buffers));
     const double tolerance = tolerance_for(*kernel, problem.dtype);
     const bool accepted = c.accepted(tolerance);
     passed = passed && accepted;
@@ -115,12 +120,18 @@ int command_run(const Arguments& args) {
                c.worst.empty() ? "-" : c.worst, reference->name, tolerance, accepted ? "PASS" : "FAIL");
   }
 
-  // Timing: warm-up, then `samples` timed batches of synchronous runs (CPU). A batch is
-  // long enough (about 200 us) that the clock's own cost and resolution do not matter.
+  if (device.emulated()) {  // never reported as a device's time
+    fmt::print("time:    not measured: the CUDA device is the SIMT emulator (correctness only)\n");
+    return passed ? 0 : 3;
+  }
+  // Timing: warm-up, then `samples` timed batches of runs, each batch synchronised at its end
+  // (CPU runs are synchronous). A batch is long enough (about 200 us) that the clock's own
+  // cost and resolution do not matter.
   using clock = std::chrono::steady_clock;
   auto elapsed = [&](int64_t runs) {
     const auto start = clock::now();
-    for (int64_t r = 0; r < runs; ++r) run_once(*kernel, buffers);
+    for (int64_t r = 0; r < runs; ++r) run_once(*kernel);
+    device.synchronize(nullptr);
     return std::chrono::duration<double>(clock::now() - start).count();
   };
   elapsed(3);
@@ -134,7 +145,8 @@ int command_run(const Arguments& args) {
   const double median = at(0.5);
   fmt::print("time:    median {:.3f} us (p20 {:.3f}, p80 {:.3f}) per run over {} samples of {} runs; {}\n",
              median * 1e6, at(0.2) * 1e6, at(0.8) * 1e6, samples, batch, rate(problem, median));
-  fmt::print("method:  steady_clock around batches of synchronous runs, 6 warm-up runs, same buffers every run "
+  fmt::print("method:  steady_clock around batches of runs (the device synchronised after each), 6 warm-up runs, "
+             "same buffers every run "
              "(warm cache), inputs uniform in [-1, 1] (seed {})\n",
              seed);
   return passed ? 0 : 3;
