@@ -30,8 +30,9 @@ TEST_CASE("the tuner picks the faster of two honest kernels, with a plausible ma
       if (c.kernel->name == "speeds.slow") return c.stats.median / r.winning()->stats.median;
     return 0.0;
   }();
-  CHECK(slow_ratio > 5.0);   // it does the work 20 times
-  CHECK(slow_ratio < 100.0);
+  // It does the work 20 times. No upper bound: "slow" is screened out after a few samples,
+  // and on a loaded machine (CI's ASan run measured 107x) those few can be far slower still.
+  CHECK(slow_ratio > 5.0);
   CHECK(r.margin >= 0.0);
   CHECK(r.winning()->stats.samples >= 20);
   CHECK(r.winning()->stats.p20 <= r.winning()->stats.median);
