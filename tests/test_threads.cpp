@@ -8,7 +8,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 
 namespace {
@@ -122,6 +124,8 @@ TEST_CASE("8 threads dispatching mixed shapes at once: all results right") {
 
   constexpr int kThreads = 8, kRounds = 30;
   std::atomic<int> failures{0}, calls{0};
+  std::mutex first_failure_mutex;
+  std::string first_failure;  // what went wrong first, for the report
   std::atomic<bool> go{false};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -130,7 +134,15 @@ TEST_CASE("8 threads dispatching mixed shapes at once: all results right") {
       for (int round = 0; round < kRounds; ++round) {
         const size_t i = static_cast<size_t>((t * 5 + round) % 24);
         Job job = make_job(expected[i].kind, expected[i].m, i);  // same inputs, fresh outputs
-        if (run(ctx, job) != ARB_OK || !same_output(job, expected[i])) failures.fetch_add(1);
+        const arb_status status = run(ctx, job);
+        if (status != ARB_OK || !same_output(job, expected[i])) {
+          std::lock_guard<std::mutex> lock(first_failure_mutex);
+          if (failures.fetch_add(1) == 0)
+            first_failure = "job " + std::to_string(i) + " (kind " + std::to_string(job.kind) + ", m " +
+                            std::to_string(job.m) + "): " +
+                            (status != ARB_OK ? std::string("status ") + std::to_string(status) + ": " + arb_last_error()
+                                              : "differs from the single-threaded result");
+        }
         calls.fetch_add(1);
       }
     });
@@ -138,6 +150,6 @@ TEST_CASE("8 threads dispatching mixed shapes at once: all results right") {
   go.store(true);  // all threads start together, so early calls race on cache misses
   for (auto& thread : threads) thread.join();
   CHECK(calls.load() == kThreads * kRounds);
-  CHECK(failures.load() == 0);
+  CHECK_MESSAGE(failures.load() == 0, first_failure);
   CHECK(arb_context_destroy(ctx) == ARB_OK);
 }

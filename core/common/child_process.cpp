@@ -50,87 +50,6 @@ bool write_all(int fd, const char* data, size_t size) {
   ::_exit(code);
 }
 
-std::string how_it_ended(int status) {
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return fmt::format("killed by {} ({})", sigabbrev_np(sig) ? fmt::format("SIG{}", sigabbrev_np(sig)) : "a signal",
-                       strsignal(sig));
-  }
-  if (WIFEXITED(status)) {
-    switch (WEXITSTATUS(status)) {
-      case 2: return "threw an exception out of the work";
-      case 3: return "could not send its answer";
-      case 0: return "exited (status 0) before it sent its answer: exit() called during the work";
-      default: return fmt::format("exited with status {} (exit() during the work, a sanitizer or a failed check: see its stderr)",
-                                  WEXITSTATUS(status));
-    }
-  }
-  return "ended in an unknown way";
-}
-
-}  // namespace
-
-ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_seconds) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) fail(ARB_ERR_INTERNAL, std::string("pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);  // a child that calls exit() flushes its copy of these buffers: empty them first
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int e = errno;
-    ::close(fds[0]);
-    ::close(fds[1]);
-    fail(ARB_ERR_INTERNAL, std::string("fork: ") + std::strerror(e));
-  }
-  if (pid == 0) {
-    ::close(fds[0]);
-    be_the_child(fds[1], work);
-  }
-  ::close(fds[1]);
-
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_seconds);
-  std::string received;
-  bool timed_out = false;
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;  // the deadline is checked above
-    char buffer[1 << 16];
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // end of file: the child is done or dead
-    received.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-
-  ChildOutcome outcome;
-  if (timed_out) {
-    outcome.failure = fmt::format("timed out after {:.0f} s and was killed", timeout_seconds);
-    return outcome;
-  }
-  uint64_t size = 0;
-  const bool whole = received.size() >= sizeof size &&
-                     (std::memcpy(&size, received.data(), sizeof size), received.size() - sizeof size == size);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && whole) {
-    outcome.completed = true;
-    outcome.answer = received.substr(sizeof size);
-  } else {
-    outcome.failure = how_it_ended(status);
-  }
-  return outcome;
-}
-
-namespace {
 
 // Reads `fd` until end of file or the deadline; false if the deadline came first.
 bool read_until(int fd, std::chrono::steady_clock::time_point deadline, std::string& received) {
@@ -149,7 +68,73 @@ bool read_until(int fd, std::chrono::steady_clock::time_point deadline, std::str
   }
 }
 
+
 }  // namespace
+
+std::string how_process_ended(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return fmt::format("killed by {} ({})", sigabbrev_np(sig) ? fmt::format("SIG{}", sigabbrev_np(sig)) : "a signal",
+                       strsignal(sig));
+  }
+  if (WIFEXITED(status)) {
+    switch (WEXITSTATUS(status)) {
+      case 2: return "threw an exception out of the work";
+      case 3: return "could not send its answer";
+      case 0: return "exited (status 0) before it sent its answer: exit() called during the work";
+      default: return fmt::format("exited with status {} (exit() during the work, a sanitizer or a failed check: see its stderr)",
+                                  WEXITSTATUS(status));
+    }
+  }
+  return "ended in an unknown way";
+}
+
+
+ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_seconds) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) fail(ARB_ERR_INTERNAL, std::string("pipe: ") + std::strerror(errno));
+  std::fflush(nullptr);  // a child that calls exit() flushes its copy of these buffers: empty them first
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    fail(ARB_ERR_INTERNAL, std::string("fork: ") + std::strerror(e));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    be_the_child(fds[1], work);
+  }
+  ::close(fds[1]);
+
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(timeout_seconds));
+  std::string received;
+  const bool timed_out = !read_until(fds[0], deadline, received);
+  ::close(fds[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+
+  ChildOutcome outcome;
+  if (timed_out) {
+    outcome.failure = fmt::format("timed out after {:.0f} s and was killed", timeout_seconds);
+    return outcome;
+  }
+  uint64_t size = 0;
+  const bool whole = received.size() >= sizeof size &&
+                     (std::memcpy(&size, received.data(), sizeof size), received.size() - sizeof size == size);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && whole) {
+    outcome.completed = true;
+    outcome.answer = received.substr(sizeof size);
+  } else {
+    outcome.failure = how_process_ended(status);
+  }
+  return outcome;
+}
+
 
 ProgramOutcome run_program(const std::vector<std::string>& argv, double timeout_seconds) {
   int fds[2];
@@ -186,7 +171,7 @@ ProgramOutcome run_program(const std::vector<std::string>& argv, double timeout_
     outcome.exited = true;
     outcome.exit_status = WEXITSTATUS(status);
   } else {
-    outcome.failure = how_it_ended(status);
+    outcome.failure = how_process_ended(status);
   }
   return outcome;
 }

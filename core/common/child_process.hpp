@@ -33,4 +33,8 @@ struct ProgramOutcome {
 // cannot be started.
 ProgramOutcome run_program(const std::vector<std::string>& argv, double timeout_seconds);
 
+// How a process ended, from its waitpid status: "killed by SIGSEGV (Segmentation fault)",
+// "exited (status 0) before it sent its answer ...".
+std::string how_process_ended(int wait_status);
+
 }  // namespace arbiter

@@ -79,6 +79,14 @@ struct TableConfig {
   TablePolicy policy = TablePolicy::replay;
 };
 
+// Which kernels' verification launches them in a sandbox process (verify/kernel_sandbox.hpp).
+enum class VerifySandbox {
+  untrusted,  // every gated CPU kernel of a plugin from outside the install's own folder, and
+              // every AI-generated one
+  all,        // every gated CPU kernel
+  off
+};
+
 struct VerifyConfig {
   bool allow_tf32 = false;  // admit TF32 kernels for f32 problems (at a TF32 tolerance)
   // A verdict read from the tuning table is verified again in this process before the
@@ -90,6 +98,9 @@ struct VerifyConfig {
   // default); `arbiter run` and the tests turn it on when the config leaves it unset.
   std::optional<int64_t> shadow_one_in;
   int64_t shadow_rate() const { return shadow_one_in.value_or(0); }
+  VerifySandbox sandbox = VerifySandbox::untrusted;
+  int time_limit_s = 120;     // for one sandboxed verification, the plugin's load included
+  int after_return_ms = 250;  // how long after a sandboxed launch its operands are read again
 };
 
 struct TuneConfig {

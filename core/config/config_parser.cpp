@@ -191,6 +191,20 @@ void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
       s.error_at("shadow_one_in", "'verify.shadow_one_in' must be 0 (off) or the N of one call in N, up to 2^40");
     out.shadow_one_in = *v;
   }
+  if (auto v = s.string("sandbox")) {
+    if (*v == "untrusted") out.sandbox = VerifySandbox::untrusted;
+    else if (*v == "all") out.sandbox = VerifySandbox::all;
+    else if (*v == "off") out.sandbox = VerifySandbox::off;
+    else s.error_at("sandbox", "'verify.sandbox' must be \"untrusted\", \"all\" or \"off\", not \"" + *v + "\"");
+  }
+  if (auto v = s.integer("time_limit_s")) {
+    if (*v < 1 || *v > 86400) s.error_at("time_limit_s", "'verify.time_limit_s' must be from 1 to 86400");
+    out.time_limit_s = static_cast<int>(*v);
+  }
+  if (auto v = s.integer("after_return_ms")) {
+    if (*v < 0 || *v > 60000) s.error_at("after_return_ms", "'verify.after_return_ms' must be from 0 to 60000");
+    out.after_return_ms = static_cast<int>(*v);
+  }
   s.finish();
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace arbiter {
@@ -138,6 +139,31 @@ const ProblemBuffers::Operand* ProblemBuffers::find(const std::string& name) con
   for (const Operand& o : operands_)
     if (o.name == name) return &o;
   return nullptr;
+}
+
+void* operand_pointer(const arb_operands& o, std::string_view name) {
+  if (name == "a") return const_cast<void*>(o.a);
+  if (name == "b") return const_cast<void*>(o.b);
+  if (name == "c") return const_cast<void*>(o.c);
+  if (name == "bias") return const_cast<void*>(o.bias);
+  if (name == "d") return o.d;
+  if (name == "x") return o.x;
+  if (name == "residual") return const_cast<void*>(o.residual);
+  if (name == "weight") return const_cast<void*>(o.weight);
+  if (name == "y") return o.y;
+  return nullptr;
+}
+
+ProblemBuffers ProblemBuffers::absolute_values() const {
+  ProblemBuffers out(problem_, std::fabs(alpha_), std::fabs(beta_), eps_);
+  const size_t element = dtype_size(problem_.dtype);
+  for (size_t i = 0; i < operands_.size(); ++i) {
+    const HostBuffer& from = operands_[i].buffer;
+    std::byte* to = out.buffer_data(i);
+    std::memcpy(to, from.data(), from.size());
+    for (size_t at = element - 1; at < from.size(); at += element) to[at] &= std::byte{0x7f};  // little-endian sign bit
+  }
+  return out;
 }
 
 arb_operands ProblemBuffers::operands() const {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace arbiter {
@@ -43,6 +44,9 @@ arb_operands operands_by_name(const arb_problem& problem, Find&& find, float alp
   return o;
 }
 
+// The pointer operands_by_name put in `o` for `name` (nullptr for an absent one or name).
+void* operand_pointer(const arb_operands& o, std::string_view name);
+
 class ProblemBuffers {
  public:
   // One operand: its buffer and its rows x cols view with row stride ld (elements).
@@ -67,6 +71,9 @@ class ProblemBuffers {
 
   // Pointers to this object's buffers, for a launch.
   arb_operands operands() const;
+  // The same inputs with every sign cleared, and |alpha|, |beta|: the reference on them is the
+  // scale of the rounding error a correct kernel may make (verify/accuracy.hpp).
+  ProblemBuffers absolute_values() const;
 
   const arb_problem& problem() const { return problem_; }
   const std::vector<Operand>& all() const { return operands_; }

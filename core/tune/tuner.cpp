@@ -292,8 +292,9 @@ class TuningRun {
       try {
         if (!expected) expected = reference_answer(*reference, bench->inputs());
         const ProblemBuffers result = bench->result_of(*c.kernel, t.workspace, t.workspace_bytes);
-        const Comparison cmp = compare_outputs(result, *expected);
-        if (cmp.accepted(tolerance_for(*c.kernel, problem.dtype))) continue;
+        const double tolerance = tolerance_for(*c.kernel, problem.dtype);
+        const Comparison cmp = compare_with_reference(*reference, bench->inputs(), result, *expected, tolerance);
+        if (cmp.accepted(tolerance)) continue;
         c.status = fmt::format("wrong on the data it was timed on (relative norm error {:.3g})", cmp.error);
       } catch (const std::exception& e) {
         c.status = std::string("failed on the data it was timed on: ") + e.what();

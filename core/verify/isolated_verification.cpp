@@ -90,10 +90,11 @@ std::string likely_cause(const std::string& failure, bool emulated) {
     return emulated ? "a misaligned access (trapped, as a GPU faults on it) or a trap instruction"
                     : "an illegal instruction (an ISA extension this CPU lacks?) or a trap";
   if (failure.find("sanitizer") != std::string::npos) return "a sanitizer's report (its stderr names the access)";
-  if (failure.find("timed out") != std::string::npos)
+  if (failure.find("timed out") != std::string::npos || failure.find("did not finish") != std::string::npos)
     return emulated ? "a hang the emulator's per-launch limit did not stop (a spin that never reaches a barrier?)"
                     : "a hang, or a kernel far slower than the time limit (verify.time_limit_s)";
   if (failure.find("exited") != std::string::npos) return "the kernel ended the process (exit) during a launch";
+  if (failure.find("could not load") != std::string::npos) return "the sandbox could not load what this process loaded";
   return "a crash";
 }
 
@@ -104,16 +105,23 @@ Verdict in_child(const Device& device, const KernelRecord& kernel, Verify&& veri
   if (outcome.completed)
     if (std::optional<Verdict> v = decode_verdict(outcome.answer)) return *v;
   const char* where = device.emulated() ? "on the emulator" : "on the CPU";
+  if (!outcome.completed) return crashed_verdict(kernel, where, outcome.failure, device.emulated());
   Verdict v;
   v.failed_checks.push_back("crashed");
-  v.detail = outcome.completed
-                 ? fmt::format("crashed: the process verifying {} {} sent back a malformed verdict", kernel.name, where)
-                 : fmt::format("crashed: the process verifying {} {} {}: {}; this process is unharmed", kernel.name,
-                               where, outcome.failure, likely_cause(outcome.failure, device.emulated()));
+  v.detail = fmt::format("crashed: the process verifying {} {} sent back a malformed verdict", kernel.name, where);
   return v;
 }
 
 }  // namespace
+
+Verdict crashed_verdict(const KernelRecord& kernel, const std::string& where, const std::string& failure,
+                        bool emulated) {
+  Verdict v;
+  v.failed_checks.push_back("crashed");
+  v.detail = fmt::format("crashed: the process verifying {} {} {}: {}; this process is unharmed", kernel.name, where,
+                         failure, likely_cause(failure, emulated));
+  return v;
+}
 
 Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                                const arb_problem& problem, const VerifyOptions& options, double timeout_seconds) {

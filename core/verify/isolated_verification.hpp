@@ -19,6 +19,12 @@ Verdict verify_kernel_in_child(Device& device, const KernelRecord& kernel, const
 Verdict check_full_size_in_child(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                                  const arb_problem& problem, uint64_t seed, double tolerance, double timeout_seconds);
 
+// The failed verdict (check "crashed") of a kernel whose verification process ended before
+// its work was done: `where` ("on the emulator", "in its sandbox"), how it ended, and what
+// that most likely means.
+Verdict crashed_verdict(const KernelRecord& kernel, const std::string& where, const std::string& failure,
+                        bool emulated);
+
 // A verdict as bytes and back (exact: doubles bit for bit). decode: nullopt if malformed.
 std::string encode_verdict(const Verdict& verdict);
 std::optional<Verdict> decode_verdict(std::string_view bytes);

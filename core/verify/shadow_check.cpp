@@ -20,34 +20,6 @@
 namespace arbiter {
 namespace {
 
-// The caller's pointer for an operand of ProblemBuffers (its name is the arb_operands field).
-void* caller_pointer(const arb_operands& o, std::string_view name) {
-  if (name == "a") return const_cast<void*>(o.a);
-  if (name == "b") return const_cast<void*>(o.b);
-  if (name == "c") return const_cast<void*>(o.c);
-  if (name == "bias") return const_cast<void*>(o.bias);
-  if (name == "d") return o.d;
-  if (name == "x") return o.x;
-  if (name == "residual") return const_cast<void*>(o.residual);
-  if (name == "weight") return const_cast<void*>(o.weight);
-  if (name == "y") return o.y;
-  return nullptr;
-}
-
-// The same inputs with every sign cleared, and |alpha|, |beta|: the reference on them is the
-// scale of the rounding error a correct kernel may make (accuracy.hpp).
-ProblemBuffers absolute_values(const ProblemBuffers& inputs, const arb_operands& o) {
-  ProblemBuffers out(inputs.problem(), std::fabs(o.alpha), std::fabs(o.beta), o.eps);
-  const size_t element = dtype_size(inputs.problem().dtype);
-  for (size_t i = 0; i < inputs.all().size(); ++i) {
-    const HostBuffer& from = inputs.all()[i].buffer;
-    std::byte* to = out.buffer_data(i);
-    std::memcpy(to, from.data(), from.size());
-    for (size_t at = element - 1; at < from.size(); at += element) to[at] &= std::byte{0x7f};  // little-endian sign bit
-  }
-  return out;
-}
-
 // The scalars the op reads, for the report of a mismatch.
 std::string scalars_of(const arb_problem& problem, const arb_operands& o) {
   const std::string text = find_op(problem.op)->scalars_text(o);
@@ -84,14 +56,14 @@ ShadowOutcome ShadowCheck::run(const KernelRecord& kernel, const arb_problem& pr
   ProblemBuffers before(problem, operands.alpha, operands.beta, operands.eps);
   for (size_t i = 0; i < before.all().size(); ++i) {
     const ProblemBuffers::Operand& o = before.all()[i];
-    if (o.is_input) device.download(before.buffer_data(i), caller_pointer(operands, o.name), o.buffer.size(), stream);
+    if (o.is_input) device.download(before.buffer_data(i), operand_pointer(operands, o.name), o.buffer.size(), stream);
   }
   launch();
   ProblemBuffers after = before;
   std::string detail;
   for (size_t i = 0; i < after.all().size(); ++i) {
     const ProblemBuffers::Operand& o = after.all()[i];
-    device.download(after.buffer_data(i), caller_pointer(operands, o.name), o.buffer.size(), stream);
+    device.download(after.buffer_data(i), operand_pointer(operands, o.name), o.buffer.size(), stream);
     if (!o.is_output && detail.empty() && std::memcmp(o.buffer.data(), before.all()[i].buffer.data(), o.buffer.size()) != 0)
       detail = fmt::format("input {} changed during the call", o.name);
   }
@@ -99,7 +71,7 @@ ShadowOutcome ShadowCheck::run(const KernelRecord& kernel, const arb_problem& pr
     std::optional<ProblemBuffers> expected, magnitudes;
     try {
       expected = reference_answer(*oracle, before);
-      magnitudes = reference_answer(*oracle, absolute_values(before, operands));
+      magnitudes = reference_answer(*oracle, before.absolute_values());
     } catch (const std::exception& e) {  // the call itself went through
       skipped_.fetch_add(1, std::memory_order_relaxed);
       return {ShadowOutcome::State::skipped, e.what()};
@@ -117,7 +89,7 @@ ShadowOutcome ShadowCheck::run(const KernelRecord& kernel, const arb_problem& pr
   mismatched_.fetch_add(1, std::memory_order_relaxed);
   for (size_t i = 0; i < before.all().size(); ++i) {  // what the next kernel must read again
     const ProblemBuffers::Operand& o = before.all()[i];
-    if (o.is_input && o.is_output) device.upload(caller_pointer(operands, o.name), o.buffer.data(), o.buffer.size(), stream);
+    if (o.is_input && o.is_output) device.upload(operand_pointer(operands, o.name), o.buffer.data(), o.buffer.size(), stream);
   }
   return {ShadowOutcome::State::mismatched,
           fmt::format("{} (a live call of {}{})", detail, problem_key(problem), scalars_of(problem, operands))};

@@ -9,6 +9,7 @@
 #include "plugin/kernel_call.hpp"
 #include "problem/problem_cost.hpp"
 #include "verify/isolated_verification.hpp"
+#include "verify/kernel_sandbox.hpp"
 #include "verify/verification_shapes.hpp"
 
 #include <algorithm>
@@ -61,14 +62,68 @@ void VerificationGate::remember_from_table(const KernelRecord& kernel, const arb
 }
 
 // Kernels on the emulator (device code built for the host) are verified in a forked child
-// with a time limit: a wild pointer or a hang there costs a verdict, not this process. CPU
-// kernels are verified here for now: fork() from a process whose other threads run OpenBLAS
-// deadlocks in OpenBLAS's fork handler, so untrusted CPU kernels need a freshly spawned
-// helper process instead (not built yet). A GPU's kernels too: a CUDA context does not
-// survive fork.
+// with a time limit: a wild pointer or a hang there costs a verdict, not this process.
+// Untrusted CPU kernels run in a spawned sandbox instead (sandboxed): fork() from a process
+// whose other threads run OpenBLAS deadlocks in OpenBLAS's fork handler. A GPU's kernels are
+// verified here: a CUDA context does not survive fork.
 std::optional<double> VerificationGate::child_time_limit(const KernelRecord&, const Device& device) const {
   if (device.emulated()) return emulated_verify_seconds();
   return std::nullopt;
+}
+
+// The kernels shipped in the install's own folder are part of the installation, like
+// libarbiter (verified, in this process); any other gated CPU kernel, and any AI-generated
+// one, is launched in a sandbox while it is verified.
+bool VerificationGate::sandboxed(const KernelRecord& kernel, const Device& device) const {
+  if (config_.sandbox == VerifySandbox::off || device.type() != kDLCPU || device.emulated() || !gated(kernel))
+    return false;
+  return config_.sandbox == VerifySandbox::all || kernel.plugin->origin != "install" ||
+         kernel.provenance == ARB_PROVENANCE_AI_GENERATED;
+}
+
+template <typename Verify>
+Verdict VerificationGate::sandboxed_then_here(const KernelRecord& kernel, Device& device, Verify&& verify) {
+  std::string why_not;
+  if (std::unique_ptr<KernelSandbox> sandbox = KernelSandbox::start(kernel, config_.time_limit_s, &why_not)) {
+    Verdict in_sandbox = verify(sandbox->device(), sandbox.get());
+    if (std::string ended = sandbox->ended(); !ended.empty())
+      return crashed_verdict(kernel, "in its sandbox", ended, false);
+    if (!in_sandbox.passed) return in_sandbox;
+  } else {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      logger().warn("{}: untrusted CPU kernels are verified in this process only (a crash or hang there ends it)",
+                    why_not);
+  }
+  return verify(device, nullptr);
+}
+
+Verdict VerificationGate::verify_where_due(const KernelRecord& kernel, const KernelRecord& reference,
+                                           const arb_problem& problem, const VerifyOptions& options) {
+  Device& device = devices_.of(problem.device_type);
+  if (sandboxed(kernel, device))
+    return sandboxed_then_here(kernel, device, [&](Device& on, KernelSandbox* sandbox) {
+      VerifyOptions o = options;
+      o.sandbox = sandbox;
+      o.after_return_ms = config_.after_return_ms;
+      if (sandbox == nullptr) o.seed = next_seed();  // here: new inputs again
+      return verify_kernel(on, kernel, reference, problem, o);
+    });
+  if (const std::optional<double> limit = child_time_limit(kernel, device))
+    return verify_kernel_in_child(device, kernel, reference, problem, options, *limit);
+  return verify_kernel(device, kernel, reference, problem, options);
+}
+
+Verdict VerificationGate::full_size_where_due(const KernelRecord& kernel, const KernelRecord& reference,
+                                              const arb_problem& problem, uint64_t seed, double tolerance) {
+  Device& device = devices_.of(problem.device_type);
+  if (sandboxed(kernel, device))
+    return sandboxed_then_here(kernel, device, [&](Device& on, KernelSandbox* sandbox) {
+      return check_full_size(on, kernel, reference, problem, sandbox ? seed : next_seed(), tolerance, sandbox);
+    });
+  if (const std::optional<double> limit = child_time_limit(kernel, device))
+    return check_full_size_in_child(device, kernel, reference, problem, seed, tolerance, *limit);
+  return check_full_size(device, kernel, reference, problem, seed, tolerance);
 }
 
 bool VerificationGate::quarantine(const KernelRecord& kernel, const std::string& reason) {
@@ -129,11 +184,7 @@ Verdict VerificationGate::checked_at_full_size(const KernelRecord& kernel, const
     full_size_checked_.insert(key);  // admission() says when it was too large
     return class_verdict;
   }
-  const double tolerance = tolerance_for(kernel, problem.dtype);
-  Device& device = devices_.of(problem.device_type);
-  const std::optional<double> limit = child_time_limit(kernel, device);
-  Verdict full = limit ? check_full_size_in_child(device, kernel, *reference, problem, next_seed(), tolerance, *limit)
-                       : check_full_size(device, kernel, *reference, problem, next_seed(), tolerance);
+  Verdict full = full_size_where_due(kernel, *reference, problem, next_seed(), tolerance_for(kernel, problem.dtype));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     full_size_checked_.insert(key);
@@ -170,10 +221,7 @@ Verdict VerificationGate::run(const KernelRecord& kernel, const arb_problem& pro
     v.detail = "no_reference: the built-in oracle has no kernel for this op, so nothing can be verified";
   } else {
     try {
-      Device& device = devices_.of(problem.device_type);
-      const std::optional<double> limit = child_time_limit(kernel, device);
-      v = limit ? verify_kernel_in_child(device, kernel, *reference, problem, options, *limit)
-                : verify_kernel(device, kernel, *reference, problem, options);
+      v = verify_where_due(kernel, *reference, problem, options);
     } catch (const Failure& f) {  // no such device here
       v.failed_checks.push_back("no_device");
       v.detail = std::string("no_device: ") + f.what();

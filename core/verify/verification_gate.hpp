@@ -77,8 +77,21 @@ class VerificationGate {
   VerifyConfig config_;
   Verdict run(const KernelRecord& kernel, const arb_problem& problem, VerifyOptions options);
   bool needs_recheck(const Verdict& verdict) const;
-  // The time limit of a verification in a child process, or nullopt: verified in this one.
+  // The time limit of a verification in a forked child process (the emulator's kernels), or
+  // nullopt: verified in this one.
   std::optional<double> child_time_limit(const KernelRecord& kernel, const Device& device) const;
+  // Are this kernel's launches run in a sandbox process (verify.sandbox)?
+  bool sandboxed(const KernelRecord& kernel, const Device& device) const;
+  // `verify(device, sandbox)` with the kernel in a sandbox and then, if it passed, here (a
+  // kernel that behaves only in the sandbox is caught too); a sandbox that ended is a failed
+  // verdict. Without a sandbox program: here only, with a warning.
+  template <typename Verify>
+  Verdict sandboxed_then_here(const KernelRecord& kernel, Device& device, Verify&& verify);
+  // The verification of `run` or check_full_size, wherever this kernel's is run.
+  Verdict verify_where_due(const KernelRecord& kernel, const KernelRecord& reference, const arb_problem& problem,
+                           const VerifyOptions& options);
+  Verdict full_size_where_due(const KernelRecord& kernel, const KernelRecord& reference, const arb_problem& problem,
+                              uint64_t seed, double tolerance);
   Verdict checked_at_full_size(const KernelRecord& kernel, const arb_problem& problem, Verdict class_verdict);
   // Is the problem too costly for the full-size check on this device? (Then it is skipped.)
   bool full_size_unaffordable(const arb_problem& problem) const;

@@ -9,6 +9,7 @@
 #include "problem/problem.hpp"
 #include "problem/problem_cost.hpp"
 #include "verify/accuracy.hpp"
+#include "verify/kernel_sandbox.hpp"
 #include "verify/verification_shapes.hpp"
 
 #include <arbiter/float16.hpp>
@@ -134,9 +135,25 @@ struct Run {
   Device& device;
   Checks& checks;
   double tolerance;
+  KernelSandbox* sandbox = nullptr;  // where the kernel's launches run, if not here
 };
 
+// A launch of the run's kernel: in its sandbox when it has one.
+std::string launch(const Run& run, const arb_problem& problem, const arb_operands& operands) {
+  if (run.sandbox == nullptr) return launch(run.device, run.kernel, problem, operands);
+  try {
+    return run.sandbox->launch(problem, operands, kernel_workspace_bytes(run.kernel, problem));
+  } catch (const Failure& e) {
+    return e.what();
+  }
+}
+
 ProblemBuffers expected_for(const Run& run, const ProblemBuffers& inputs) { return reference_answer(run.reference, inputs); }
+
+Comparison compare_to_reference(const Run& run, const ProblemBuffers& inputs, const ProblemBuffers& result,
+                                const ProblemBuffers& expected) {
+  return compare_with_reference(run.reference, inputs, result, expected, run.tolerance);
+}
 
 // Checks one kernel result against the reference answer; returns false if the accuracy
 // check failed (for the caller's stale-result check).
@@ -154,7 +171,7 @@ bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuf
   }
   if (poisoned && unwritten(result, expected))
     run.checks.fail("unwritten_output", "NaN poison left in the output (" + where + ")");
-  const Comparison c = compare_outputs(result, expected);
+  const Comparison c = compare_to_reference(run, inputs, result, expected);
   if (!c.specials_match) {
     run.checks.fail(accuracy_check, c.first_special_mismatch + " (" + where + ")");
     return false;
@@ -276,11 +293,11 @@ void check_concurrent_calls(const Run& run, const arb_problem& p, const RunSetup
            ++l) {
         ++launched[t];
         own[t]->upload(inputs_of[t], nullptr);  // outputs that are also inputs start over
-        errors[t] = launch(run.device, run.kernel, p, operands[t]);
+        errors[t] = launch(run, p, operands[t]);
         if (!errors[t].empty()) break;
         ProblemBuffers result = inputs_of[t];
         own[t]->download(result, nullptr);
-        const Comparison c = compare_outputs(result, expected_of[t]);
+        const Comparison c = compare_to_reference(run, inputs_of[t], result, expected_of[t]);
         if (!c.accepted(run.tolerance)) {
           ++wrong[t];
           if (wrong_detail[t].empty())
@@ -311,6 +328,33 @@ void check_concurrent_calls(const Run& run, const arb_problem& p, const RunSetup
       run.checks.fail("input_modified", o.name + " changed (concurrent calls, " + setup.where + ")");
 }
 
+// A launch whose operands, guards included, are read again `ms` after it returned: a kernel
+// that leaves work running (a detached thread still writing) would change the caller's
+// tensors after the call, or write into memory the caller has freed. Sandboxed kernels only:
+// the late writes then land in the sandbox's shared memory, never in this process's heap.
+void check_after_return(const Run& run, const arb_problem& p, const RunSetup& setup, int ms) {
+  // First a pause as long: work the earlier launches left running ends (a kernel that bounds
+  // how much it leaves running would otherwise leave none behind this launch).
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  const ProblemBuffers inputs = buffers_for(p, setup);
+  DeviceOperands operands(run.device, inputs, nullptr, setup.canary);
+  if (!launch(run, p, operands.operands()).empty()) return;  // the runs before saw it launch
+  ProblemBuffers returned = inputs;
+  operands.download(returned, nullptr);
+  const std::vector<std::string> guards_then = operands.damaged_guards(nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  ProblemBuffers later = inputs;
+  operands.download(later, nullptr);
+  for (size_t i = 0; i < later.all().size(); ++i)
+    if (std::memcmp(later.all()[i].buffer.data(), returned.all()[i].buffer.data(), later.all()[i].buffer.size()) != 0)
+      run.checks.fail("wrote_after_return", fmt::format("{} changed between the launch's return and {} ms later: work "
+                                                        "left running after the call ({})",
+                                                        later.all()[i].name, ms, setup.where));
+  if (operands.damaged_guards(nullptr) != guards_then)
+    run.checks.fail("wrote_after_return", fmt::format("the guards around the operands changed within {} ms after the "
+                                                      "launch returned ({})", ms, setup.where));
+}
+
 // Launches on `operands` (already holding `inputs`), downloads and checks the result; false
 // if it failed the check named `accuracy_check` or did not launch.
 // With `previous` (the last result at these addresses), a wrong answer that is the previous
@@ -319,7 +363,7 @@ bool launch_and_check(const Run& run, const arb_problem& p, DeviceOperands& oper
                       const RunSetup& setup, const std::string& where, ProblemBuffers* result_out = nullptr,
                       const ProblemBuffers* previous = nullptr) {
   const ProblemBuffers expected = expected_for(run, inputs);
-  const std::string error = launch(run.device, run.kernel, p, operands.operands());
+  const std::string error = launch(run, p, operands.operands());
   if (!error.empty()) {
     run.checks.fail("launch_failed", error + " (" + where + ")");
     return false;
@@ -357,7 +401,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
     return verdict;
   }
   const Run run{kernel, reference, device, checks,
-                options.tolerance > 0 ? options.tolerance : tolerance_for(problem.dtype)};
+                options.tolerance > 0 ? options.tolerance : tolerance_for(problem.dtype), options.sandbox};
   const bool deterministic = (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) == 0;
   // Every run's buffers stay allocated until the end, so each run gets new addresses (a
   // freed block could come back at the same address and hide a cache keyed by pointer).
@@ -386,7 +430,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
 
           if (s != 0 || !accurate) continue;  // reruns and stale-data runs: main shape, once right
           operands.upload(inputs, nullptr);  // the same inputs again, same addresses
-          if (launch(device, kernel, p, operands.operands()).empty()) {
+          if (launch(run, p, operands.operands()).empty()) {
             ProblemBuffers again = inputs;
             operands.download(again, nullptr);
             if (deterministic && !outputs_identical(again, result))
@@ -413,12 +457,27 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
       check_concurrent_calls(run, shapes.front().problem,
                              draw_run(shapes.front().problem, draws_of.front(), options.seed ^ 0x6a09e667f3bcc909ull, 0,
                                       shapes.front().label, options.trials + 1));
+    if (options.sandbox != nullptr && options.after_return_ms > 0 && checks.verdict().failed_checks.empty())
+      check_after_return(run, shapes.front().problem,
+                         draw_run(shapes.front().problem, draws_of.front(), options.seed ^ 0xbb67ae8584caa73bull, 1,
+                                  shapes.front().label, options.trials + 2),
+                         options.after_return_ms);
   } catch (const std::exception& e) {
     checks.fail("verifier_error", e.what());
   }
   verdict.passed = verdict.failed_checks.empty();
   if (verdict.passed) verdict.detail = verdict.summary();
   return verdict;
+}
+
+// A cheat's error is far above either scale; a result near zero by cancellation, which the
+// hard draws make (rows of magnitudes 1e-3 to 1e3), is judged on the second.
+Comparison compare_with_reference(const KernelRecord& reference, const ProblemBuffers& inputs,
+                                  const ProblemBuffers& result, const ProblemBuffers& expected, double tolerance) {
+  Comparison c = compare_outputs(result, expected);
+  if (c.accepted(tolerance) || !c.specials_match || !c.finite) return c;
+  const ProblemBuffers magnitudes = reference_answer(reference, inputs.absolute_values());
+  return compare_outputs(result, expected, &magnitudes);
 }
 
 ProblemBuffers reference_answer(const KernelRecord& reference, const ProblemBuffers& inputs) {
@@ -433,12 +492,12 @@ ProblemBuffers reference_answer(const KernelRecord& reference, const ProblemBuff
 }
 
 Verdict check_full_size(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
-                        const arb_problem& problem, uint64_t seed, double tolerance) {
+                        const arb_problem& problem, uint64_t seed, double tolerance, KernelSandbox* sandbox) {
   Checks checks;
   Verdict& verdict = checks.verdict();
   verdict.shapes = 1;
   verdict.trials = 1;
-  const Run run{kernel, reference, device, checks, tolerance > 0 ? tolerance : tolerance_for(problem.dtype)};
+  const Run run{kernel, reference, device, checks, tolerance > 0 ? tolerance : tolerance_for(problem.dtype), sandbox};
   try {
     std::mt19937_64 rng(seed);
     const RunSetup setup =

@@ -13,10 +13,12 @@
 //                     kernel declares itself nondeterministic)
 //   stale_result      new data at the same addresses gave the old answer
 //   concurrent_calls  (CPU) a launch among several at once on shared inputs was wrong
+//   wrote_after_return (sandboxed) an operand changed some time after the launch returned
 #pragma once
 
 #include "device/device.hpp"
 #include "device/problem_buffers.hpp"
+#include "verify/accuracy.hpp"
 #include "plugin/plugin_record.hpp"
 
 #include <cstdint>
@@ -37,11 +39,19 @@ struct Verdict {
   std::string summary() const;  // one line, for tables and reports
 };
 
+class KernelSandbox;
+
 struct VerifyOptions {
   int trials = 3;            // at least three (docs/architecture.md, "The verification gate")
   uint64_t seed = 0;         // varies every input and scalar; the gate draws one per verification
   bool full_problem = false; // also run the problem at full size (if the reference can afford it)
   double tolerance = 0;      // relative norm error accepted; 0: the dtype's (tolerance_for)
+  // Launch the kernel in this sandbox process (kernel_sandbox.hpp), on operands in its
+  // device(), which is then the `device` argument; nullptr: in this process.
+  KernelSandbox* sandbox = nullptr;
+  // With a sandbox: after the other checks, one more launch whose operands are read again
+  // this long after it returned (wrote_after_return); 0: not checked.
+  int after_return_ms = 0;
 };
 
 // Verifies `kernel` on the class of `problem` against `reference` (the reference plugin's
@@ -61,11 +71,18 @@ Scalars draw_scalars(const arb_problem& problem, uint64_t seed, int draw);
 // kernel). Throws if the reference fails.
 ProblemBuffers reference_answer(const KernelRecord& reference, const ProblemBuffers& inputs);
 
+// `result` against `expected`, the reference's answer on `inputs`: relative to the reference's
+// norm or, where that fails, to the norm of the reference on the inputs' absolute values, the
+// scale an honest sum's rounding error grows with (docs/verification.md, "Tolerances").
+// Throws if the reference fails.
+Comparison compare_with_reference(const KernelRecord& reference, const ProblemBuffers& inputs,
+                                  const ProblemBuffers& result, const ProblemBuffers& expected, double tolerance);
+
 // The problem itself at full size, once, with inputs, scalars, output fill and guards drawn
 // as in verify_kernel: the gate's check of each new problem a class verdict is used for
 // (verification_gate.hpp). The caller keeps it within kMaxReferenceCost.
 Verdict check_full_size(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
-                        const arb_problem& problem, uint64_t seed, double tolerance);
+                        const arb_problem& problem, uint64_t seed, double tolerance, KernelSandbox* sandbox = nullptr);
 
 // The most verification spends on the full-size problem, in the fp64 reference's
 // multiply-adds (reference_cost in problem/problem_cost.hpp): a few seconds at most on a CPU.

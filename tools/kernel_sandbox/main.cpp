@@ -1,0 +1,134 @@
+// arbiter-kernel-sandbox <plugin-file> <sha256> <kernel>: the process in which the
+// verification gate runs an untrusted kernel (core/verify/kernel_sandbox.hpp). It loads the
+// plugin file as the host does, checks that it is the file the host hashed, then launches the
+// kernel on operands in the host's shared memory for as long as the host asks
+// (core/verify/sandbox_protocol.hpp). A crash, exit() or hang here ends only this process;
+// the host reads every result from the shared memory and judges it there.
+#include "common/failure.hpp"
+#include "common/log.hpp"
+#include "plugin/kernel_call.hpp"
+#include "plugin/plugin_loader.hpp"
+#include "verify/sandbox_protocol.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace {
+
+using namespace arbiter;
+using namespace arbiter::sandbox;
+
+bool read_exact(int fd, void* data, size_t size) {
+  auto* at = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::read(fd, at, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    at += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool write_exact(int fd, const void* data, size_t size) {
+  const auto* at = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, at, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    at += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool reply(int fd, arb_status status, const std::string& message) {
+  Reply r{};
+  r.magic = kMagic;
+  r.status = status;
+  std::snprintf(r.message, sizeof r.message, "%s", message.c_str());
+  return write_exact(fd, &r, sizeof r);
+}
+
+// One channel: requests until the host closes it.
+void serve(int fd, const KernelRecord& kernel, std::byte* arena) {
+  for (LaunchRequest request{}; read_exact(fd, &request, sizeof request);) {
+    if (request.magic != kMagic || request.problem.struct_size != sizeof(arb_problem)) {
+      reply(fd, ARB_ERR_INTERNAL, "malformed launch request");
+      return;
+    }
+    arb_operands operands{};
+    operands.struct_size = sizeof operands;
+    int i = 0;
+    bool in_arena = true;
+    for_each_pointer(operands, [&](auto& field) {
+      const uint64_t offset = request.offsets[i++];
+      if (offset == kNoOperand) return;
+      if (offset >= kArenaBytes) in_arena = false;
+      else field = arena + offset;
+    });
+    if (!in_arena) {
+      reply(fd, ARB_ERR_INTERNAL, "an operand outside the shared memory");
+      return;
+    }
+    operands.alpha = request.alpha;
+    operands.beta = request.beta;
+    operands.eps = request.eps;
+    const size_t bytes = static_cast<size_t>(request.workspace_bytes);
+    void* workspace = bytes > 0 ? std::aligned_alloc(256, (bytes + 255) / 256 * 256) : nullptr;
+    if (bytes > 0 && workspace == nullptr) {
+      reply(fd, ARB_ERR_OUT_OF_MEMORY, "cannot allocate the kernel's workspace in the sandbox");
+      continue;
+    }
+    arb_status status = ARB_OK;
+    std::string message;
+    try {
+      kernel_launch(kernel, request.problem, operands, workspace, bytes, nullptr);
+    } catch (const Failure& e) {
+      status = e.status();
+      message = e.what();
+    }
+    std::free(workspace);
+    if (!reply(fd, status, message)) return;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: arbiter-kernel-sandbox <plugin-file> <sha256> <kernel>\n");
+    return 2;
+  }
+  set_log_level(ARB_LOG_OFF);  // stderr goes nowhere
+  void* mapped = ::mmap(nullptr, kArenaBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, kArenaFd, 0);
+  if (mapped == MAP_FAILED) {
+    reply(kFirstChannelFd, ARB_ERR_INTERNAL, std::string("cannot map the shared memory: ") + std::strerror(errno));
+    ::_exit(1);
+  }
+  // The host already checked who could have written the file and probed it.
+  const std::unique_ptr<PluginRecord> record = load_plugin(argv[1], "sandbox", true);
+  const KernelRecord* kernel = nullptr;
+  for (const KernelRecord& k : record->kernels)
+    if (k.name == argv[3]) kernel = &k;
+  std::string refusal;
+  if (record->state != PluginState::loaded) refusal = "the plugin did not load here: " + record->reason;
+  else if (record->sha256 != argv[2]) refusal = "the plugin file changed since the host loaded it (SHA-256 " + record->sha256 + ")";
+  else if (kernel == nullptr) refusal = std::string("the plugin has no kernel ") + argv[3] + " here";
+  if (!reply(kFirstChannelFd, refusal.empty() ? ARB_OK : ARB_ERR_PLUGIN, refusal) || !refusal.empty()) ::_exit(1);
+
+  std::vector<std::thread> channels;
+  for (int c = 0; c < kChannels; ++c)
+    channels.emplace_back(serve, kFirstChannelFd + c, std::cref(*kernel), static_cast<std::byte*>(mapped));
+  for (std::thread& t : channels) t.join();
+  ::_exit(0);  // no unload, no exit handlers: the host is done with this process
+}
