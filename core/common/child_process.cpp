@@ -50,7 +50,6 @@ bool write_all(int fd, const char* data, size_t size) {
   ::_exit(code);
 }
 
-
 // Reads `fd` until end of file or the deadline; false if the deadline came first.
 bool read_until(int fd, std::chrono::steady_clock::time_point deadline, std::string& received) {
   for (;;) {
@@ -67,7 +66,6 @@ bool read_until(int fd, std::chrono::steady_clock::time_point deadline, std::str
     received.append(buffer, static_cast<size_t>(n));
   }
 }
-
 
 }  // namespace
 
@@ -88,7 +86,6 @@ std::string how_process_ended(int status) {
   }
   return "ended in an unknown way";
 }
-
 
 ChildOutcome run_in_child(const std::function<std::string()>& work, double timeout_seconds) {
   int fds[2];
@@ -134,7 +131,6 @@ ChildOutcome run_in_child(const std::function<std::string()>& work, double timeo
   }
   return outcome;
 }
-
 
 ProgramOutcome run_program(const std::vector<std::string>& argv, double timeout_seconds) {
   int fds[2];

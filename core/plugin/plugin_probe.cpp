@@ -12,11 +12,7 @@
 
 namespace arbiter {
 
-std::filesystem::path probe_helper_path() {
-  const std::filesystem::path plugins = install_plugin_dir();
-  if (plugins.empty()) return {};
-  return plugins.parent_path() / "arbiter-plugin-probe";
-}
+std::filesystem::path probe_helper_path() { return helper_program_path("arbiter-plugin-probe"); }
 
 std::string probe_plugin(const std::filesystem::path& path, const std::string& sha256, double timeout_seconds) {
   static std::mutex mutex;

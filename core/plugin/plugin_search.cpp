@@ -40,6 +40,11 @@ fs::path install_plugin_dir() {
   return {};
 }
 
+fs::path helper_program_path(const std::string& name) {
+  const fs::path plugins = install_plugin_dir();
+  return plugins.empty() ? fs::path() : plugins.parent_path() / name;
+}
+
 fs::path emulated_plugin_dir() {
   const fs::path plugins = install_plugin_dir();
   if (plugins.empty()) return {};

@@ -30,6 +30,10 @@ std::filesystem::path install_plugin_dir();
 // empty if there is no such folder.
 std::filesystem::path emulated_plugin_dir();
 
+// Where the install keeps a helper program (the plugin probe, the kernel sandbox): beside
+// the plugin folder, <libdir>/arbiter/<name>; empty when there is no install folder.
+std::filesystem::path helper_program_path(const std::string& name);
+
 // "arbiter_cpu.so" -> "cpu"; "" if the file is not named like a plugin.
 std::string plugin_name_from_file(const std::filesystem::path& path);
 

@@ -122,11 +122,7 @@ Received receive_exact(int fd, void* data, size_t size, Clock::time_point deadli
 
 }  // namespace
 
-std::filesystem::path sandbox_program_path() {
-  const std::filesystem::path plugins = install_plugin_dir();
-  if (plugins.empty()) return {};
-  return plugins.parent_path() / "arbiter-kernel-sandbox";
-}
+std::filesystem::path sandbox_program_path() { return helper_program_path("arbiter-kernel-sandbox"); }
 
 std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, double time_limit_seconds,
                                                     std::string* why_not) {
