@@ -244,3 +244,57 @@ TEST_CASE("trust.a tuning-table verdict is a claim: forged ones never dispatch, 
   const auto trusting = test::make_context(config + "[verify]\nrecheck_table_verdicts = false\n");
   CHECK(trusting->dispatcher().explain(p).find("not re-checked") != std::string::npos);
 }
+
+TEST_CASE("trust.code a plugin maps beside its file is part of its identity: swapping it revokes trust and entries") {
+  test::TempDir dir;
+  const std::string built = std::string(ARBITER_TEST_FIXTURE_DIR) + "/sidecar/";
+  const std::string plugin = dir.file("arbiter_sidecar.so"), sidecar = dir.file("libarbiter_test_sidecar.so");
+  fs::copy_file(built + "arbiter_sidecar.so", plugin);
+  fs::copy_file(built + "libfixture_sidecar_exact.so", sidecar);
+  const std::string file_hash = test::file_sha256(plugin);
+
+  std::string identity;
+  {
+    const auto context = test::make_context(test::config_loading({plugin}));
+    const PluginRecord* record = test::plugin_named(*context, "sidecar");
+    REQUIRE(record != nullptr);
+    REQUIRE(record->state == PluginState::loaded);
+    CHECK(record->file_sha256 == file_hash);
+    REQUIRE(record->companions.size() == 1);
+    CHECK(record->companions[0].path == fs::canonical(sidecar).string());
+    CHECK(record->companions[0].sha256 == test::file_sha256(sidecar));
+    CHECK(record->sha256 != file_hash);  // the identity covers the sidecar too
+    identity = record->sha256;
+  }
+  const std::string trust = "[[plugins.trust]]\npath = \"" + plugin + "\"\nsha256 = \"" + identity + "\"\n";
+  {  // the operator trusts what `arbiter plugins` printed: the identity, not the file's hash alone
+    const auto context = test::make_context(test::config_loading({plugin}, trust));
+    CHECK(test::plugin_named(*context, "sidecar")->trust == ARB_PLUGIN_TRUST_CONFIG);
+    const auto by_file_hash = test::make_context(test::config_loading(
+        {plugin}, "[[plugins.trust]]\npath = \"" + plugin + "\"\nsha256 = \"" + file_hash + "\"\n"));
+    CHECK(test::plugin_named(*by_file_hash, "sidecar")->trust == ARB_PLUGIN_TRUST_NONE);
+  }
+  // The sidecar is replaced (a new file renamed over it, as an update would); the plugin file is
+  // untouched. Its identity changes, so the trust entry no longer matches and its kernel is gated.
+  fs::copy_file(built + "libfixture_sidecar_skewed.so", dir.file("next.so"));
+  fs::rename(dir.file("next.so"), sidecar);
+  const auto context = test::make_context(test::config_loading({plugin}, trust));
+  const PluginRecord* record = test::plugin_named(*context, "sidecar");
+  REQUIRE(record != nullptr);
+  CHECK(record->file_sha256 == file_hash);
+  CHECK(record->sha256 != identity);
+  CHECK(record->trust == ARB_PLUGIN_TRUST_NONE);
+  CHECK(has_note(*context, "not trusted, its kernels are gated"));
+  CHECK(context->gate().gated(*context->registry().find("sidecar.softmax")));
+}
+
+TEST_CASE("trust.system libraries a plugin links are not companions: a shipped plugin's identity is its file's hash") {
+  for (const std::string& file : test::shipped_plugins()) {
+    const auto context = test::make_context(test::config_loading({file}));
+    for (const auto& record : context->registry().plugins()) {
+      if (record->path != file) continue;
+      CHECK_MESSAGE(record->companions.empty(), record->name, " maps ", record->companions.size(), " objects of its own");
+      CHECK(record->sha256 == test::file_sha256(file));
+    }
+  }
+}

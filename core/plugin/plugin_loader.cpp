@@ -13,6 +13,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <mutex>
 #include <set>
 
 namespace arbiter {
@@ -23,6 +24,12 @@ namespace fs = std::filesystem;
 constexpr size_t kMaxKernels = 65536;
 
 const char* or_empty(const char* s) { return s ? s : ""; }
+
+std::string real_path(const fs::path& path) {
+  std::error_code ec;
+  const fs::path canonical = fs::canonical(path, ec);
+  return ec ? path.string() : canonical.string();
+}
 
 // Copies a versioned struct the way its producer sized it into the host's layout:
 // fields the producer did not know stay zero, fields the host does not know are dropped.
@@ -183,7 +190,7 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::strin
     reject(*record, hashed.error);
     return record;
   }
-  record->sha256 = hashed.sha256;
+  record->file_sha256 = record->sha256 = hashed.sha256;
   if (probe) {
     if (std::string why = probe(path, hashed.sha256); !why.empty()) {
       reject(*record, why);
@@ -191,6 +198,11 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::strin
     }
   }
 
+  // One load at a time, so that what appears in the link map meanwhile is this plugin's.
+  // Recursive: an entry that creates a context of its own waits for nothing.
+  static std::recursive_mutex loading;
+  const std::lock_guard<std::recursive_mutex> lock(loading);
+  const std::set<MappedObject> mapped_before = mapped_objects();
   auto library = std::make_shared<boost::dll::shared_library>();
   std::error_code load_error;
   ::dlerror();  // clear, so the message read below is this load's
@@ -214,6 +226,13 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::strin
   const bool emulated = library->has("arbiter_emulator_build");
   run_entry(*record, entry, library);
   record->emulated = emulated;
+  if (record->state == PluginState::loaded) {
+    record->companions = hash_companions(companions_of(real_path(path), mapped_before, mapped_objects()));
+    record->sha256 = plugin_identity(record->file_sha256, record->companions);
+    for (const CompanionObject& companion : record->companions)
+      logger().info("plugin '{}' mapped {} (sha256 {}): part of its identity", record->name, companion.path,
+                    companion.sha256.empty() ? "unreadable" : companion.sha256);
+  }
   return record;
 }
 

@@ -4,6 +4,8 @@
 #include <arbiter/arbiter.h>
 #include <arbiter/plugin.h>
 
+#include "plugin/companion_objects.hpp"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,7 +26,11 @@ struct KernelRecord {
 struct PluginRecord {
   std::string path;
   std::string origin;  // "built-in", "config", "ARBITER_PLUGIN_PATH", "install", "emulated"
-  std::string sha256;  // of the file, as the host read it before loading it; "" for the built-in oracle
+  // The plugin's identity (trust, verdicts, table entries): file_sha256 when it maps no other
+  // code, else the hash of that and its companions' (plugin/companion_objects.hpp).
+  std::string sha256;
+  std::string file_sha256;  // of the file, as the host read it before loading it; "" for the built-in oracle
+  std::vector<CompanionObject> companions;  // objects of its own it mapped while loading
   arb_plugin_trust trust = ARB_PLUGIN_TRUST_NONE;  // set by the host (oracle) or the operator's config
   PluginState state = PluginState::rejected;
   std::string reason;  // why rejected or disabled

@@ -168,7 +168,7 @@ std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, 
   for (int c = 0; c < kChannels; ++c) posix_spawn_file_actions_adddup2(&actions, theirs[c], kFirstChannelFd + c);
   posix_spawn_file_actions_addclosefrom_np(&actions, kFirstChannelFd + kChannels);  // nothing else of ours
   const std::string path = program.string();
-  std::vector<std::string> argv = {path, kernel.plugin->path, kernel.plugin->sha256, kernel.name};
+  std::vector<std::string> argv = {path, kernel.plugin->path, kernel.plugin->file_sha256, kernel.name};
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);

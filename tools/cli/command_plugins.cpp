@@ -45,6 +45,13 @@ int command_plugins(const Arguments& args) {
                plugin->path);
     if (!plugin->runtime_version.empty()) fmt::print("  wraps: {}\n", plugin->runtime_version);
     fmt::print("  found: {}{}\n", plugin->origin, plugin->sha256.empty() ? "" : "  sha256 " + plugin->sha256);
+    if (!plugin->companions.empty()) {
+      fmt::print("  code:  the file (sha256 {}) and what it mapped beside it, all in the sha256 above:\n",
+                 plugin->file_sha256);
+      for (const CompanionObject& companion : plugin->companions)
+        fmt::print("         {}  sha256 {}\n", companion.path,
+                   companion.sha256.empty() ? "(unreadable)" : companion.sha256);
+    }
     fmt::print("  trust: {}\n", trust_text(*plugin));
     for (const KernelRecord& kernel : plugin->kernels) {
       std::string flags;

@@ -122,7 +122,8 @@ int main(int argc, char** argv) {
     if (k.name == argv[3]) kernel = &k;
   std::string refusal;
   if (record->state != PluginState::loaded) refusal = "the plugin did not load here: " + record->reason;
-  else if (record->sha256 != argv[2]) refusal = "the plugin file changed since the host loaded it (SHA-256 " + record->sha256 + ")";
+  else if (record->file_sha256 != argv[2])
+    refusal = "the plugin file changed since the host loaded it (SHA-256 " + record->file_sha256 + ")";
   else if (kernel == nullptr) refusal = std::string("the plugin has no kernel ") + argv[3] + " here";
   if (!reply(kFirstChannelFd, refusal.empty() ? ARB_OK : ARB_ERR_PLUGIN, refusal) || !refusal.empty()) ::_exit(1);
 

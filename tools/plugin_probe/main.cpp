@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   arbiter::set_log_level(ARB_LOG_OFF);  // stderr is discarded anyway
   // The parent already checked who could have written the file; here it only has to load.
   const std::unique_ptr<arbiter::PluginRecord> record = arbiter::load_plugin(argv[1], "probe", true);
-  std::printf("probed %s %s\n", record->sha256.c_str(), arbiter::state_name(record->state));
+  std::printf("probed %s %s\n", record->file_sha256.c_str(), arbiter::state_name(record->state));
   std::fflush(stdout);
   ::_exit(0);  // what the entry did is all the host asks; no unload, no exit handlers (nor a leak check)
 }
