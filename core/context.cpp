@@ -52,6 +52,7 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
   s.table = table_.get();
   s.tuner = &tuner_;
   s.policy = config_.table.policy;
+  s.first_calls_checked = config_.verify.first_calls_checked;
   s.devices = &devices_;
   s.on_tuned = std::move(on_tuned);
   // The dispatcher adds its results to the index itself; it only needs the file written.
@@ -87,16 +88,12 @@ void Context::write_entry(const TableEntry& entry) {
   update_table_file(config_.table.path, [&](TuningTable& table) { table.put(entry, fingerprint); });
 }
 
-void Context::run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
-                          void* stream) {
-  const KernelRecord& kernel = *selection.kernel;
-  const ShadowOutcome outcome = shadow_.run(kernel, problem, operands, stream, [&] {
-    kernel_launch(kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
-                  selection.workspace_bytes, stream);
-  });
+void Context::judge(const ShadowCapture& check, const Selection& selection, const arb_problem& problem,
+                    const arb_operands& operands, void* stream) {
+  const ShadowOutcome outcome = shadow_.judge(check, *selection.kernel, problem, operands, stream);
   if (outcome.state != ShadowOutcome::State::mismatched) return;
-  quarantine(kernel, problem, outcome.detail);
-  run(problem, operands, stream);  // the next choice (the shadow restored what the call reads)
+  quarantine(*selection.kernel, problem, outcome.detail);
+  run(problem, operands, stream);  // the next choice (the check restored what the call reads)
 }
 
 void Context::quarantine(const KernelRecord& kernel, const arb_problem& problem, const std::string& reason) {
@@ -129,7 +126,7 @@ void Context::run_kernel(const KernelRecord& kernel, const arb_problem& problem,
   if (!kernel_supports(kernel, problem, &why))
     fail(ARB_ERR_UNSUPPORTED, "kernel " + kernel.name + " refuses " + problem_key(problem) + ": " + why);
   const size_t bytes = kernel_workspace_bytes(kernel, problem);
-  kernel_launch(kernel, problem, operands, workspace(problem, bytes, stream), bytes, stream);
+  kernel_launch_watched(kernel, problem, operands, workspace(problem, bytes, stream), bytes, stream);
 }
 
 }  // namespace arbiter

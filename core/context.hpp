@@ -43,14 +43,19 @@ class Context {
   // dispatch uses it at once.
   void record(const TableEntry& entry);
 
-  // The hot path: select (cached) and launch; with shadow checks on, a sampled call is
-  // checked against the oracle. Throws Failure.
+  // The hot path: select (cached) and launch. A call that is checked against the oracle (one
+  // of a gated kernel's first calls of a problem, verify.first_calls_checked, or a sampled one
+  // with shadow checks on) is launched from this same place: its inputs are copied before and
+  // its results judged after, never around the launch. Throws Failure.
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
     const Selection& selection = dispatcher_.select(problem);
-    if (shadow_one_in_ != 0 && shadow_check_due(shadow_one_in_)) [[unlikely]]
-      return run_checked(selection, problem, operands, stream);
+    std::unique_ptr<ShadowCapture> check;  // a pointer: nothing to build on the unchecked path
+    if (check_due(selection)) [[unlikely]]
+      check = shadow_.capture(*selection.kernel, problem, operands, stream);
     kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
                   selection.workspace_bytes, stream);
+    if (check) [[unlikely]]
+      judge(*check, selection, problem, operands, stream);
   }
   // The shadow checks so far (verify.shadow_one_in).
   ShadowCheck::Counts shadow_counts() const { return shadow_.counts(); }
@@ -61,9 +66,16 @@ class Context {
 
  private:
   void write_entry(const TableEntry& entry);  // the file only
-  // A shadow-checked call: on a mismatch the kernel is quarantined and the call runs again
-  // with the next choice, so the caller still gets a verified kernel's answer.
-  void run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands, void* stream);
+  bool check_due(const Selection& selection) noexcept {
+    if (selection.first_calls_left.load(std::memory_order_relaxed) > 0 &&
+        selection.first_calls_left.fetch_sub(1, std::memory_order_relaxed) > 0) [[unlikely]]
+      return true;
+    return shadow_one_in_ != 0 && shadow_check_due(shadow_one_in_);
+  }
+  // After a checked call: on a mismatch the kernel is quarantined and the call runs again with
+  // the next choice, so the caller still gets a verified kernel's answer.
+  void judge(const ShadowCapture& check, const Selection& selection, const arb_problem& problem,
+             const arb_operands& operands, void* stream);
   // Refused by the gate from then on, its table entries marked failed (file and index),
   // every cached choice forgotten, and the event logged with the problem.
   void quarantine(const KernelRecord& kernel, const arb_problem& problem, const std::string& reason);

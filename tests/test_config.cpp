@@ -53,6 +53,7 @@ std::map<std::string, std::string> defaults_of(const Config& c) {
           {"verify.recheck_table_verdicts", boolean(c.verify.recheck_table_verdicts)},
           {"verify.allow_tf32", boolean(c.verify.allow_tf32)},
           {"verify.trials", std::to_string(c.verify.trials)},
+          {"verify.first_calls_checked", std::to_string(c.verify.first_calls_checked)},
           {"tune.budget_ms", std::to_string(c.tune.budget_ms)},
           {"tune.min_samples", std::to_string(c.tune.min_samples)},
           {"tune.warmup", std::to_string(c.tune.warmup)},

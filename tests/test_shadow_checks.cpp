@@ -70,12 +70,38 @@ const KernelRecord& kernel_named(const Context& context, const std::string& name
 }  // namespace
 
 TEST_CASE("without shadow checks, a kernel that passed the gate hands its backdoor's answer to the caller") {
-  const auto context = with_late_cheats("softmax_backdoor", "0");
+  const auto context = with_late_cheats("softmax_backdoor", "0", "", "first_calls_checked = 0\n");
   const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64").problem;
   CHECK(right_answer(*context, inputs_for(problem, 1, "")));  // admitted: the gate never draws a 42
   CHECK(context->dispatcher().select(problem).kernel->name == "late_cheats.softmax_backdoor");
   CHECK_FALSE(right_answer(*context, inputs_for(problem, 2, "x")));
   CHECK(context->shadow_counts().checked == 0);
+}
+
+TEST_CASE("the first calls of a problem are checked even without shadow checks, later ones are not") {
+  const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64").problem;
+  {  // the default: the first 3 calls of each new problem
+    const auto context = with_late_cheats("softmax_backdoor", "0");
+    CHECK(right_answer(*context, inputs_for(problem, 1, "")));
+    CHECK(right_answer(*context, inputs_for(problem, 2, "x")));  // its 2nd call: caught, served by the fallback
+    CHECK(context->gate().quarantined(kernel_named(*context, "late_cheats.softmax_backdoor")));
+    CHECK(context->shadow_counts().checked == 3);  // the fallback's first call is checked too
+    CHECK(context->shadow_counts().mismatched == 1);
+  }
+  {  // past them, only sampled shadow checks would see the backdoor
+    const auto context = with_late_cheats("softmax_backdoor", "0", "", "first_calls_checked = 2\n");
+    for (uint64_t seed = 1; seed <= 3; ++seed) CHECK(right_answer(*context, inputs_for(problem, seed, "")));
+    CHECK(context->shadow_counts().checked == 2);
+    CHECK_FALSE(right_answer(*context, inputs_for(problem, 4, "x")));
+    CHECK_FALSE(context->gate().quarantined(kernel_named(*context, "late_cheats.softmax_backdoor")));
+  }
+  {  // kernels the gate does not watch are not checked this way
+    std::vector<std::string> files = test::shipped_plugins();
+    const auto context = test::make_context(test::config_loading(files, test::trusting(files) + "[verify]\nshadow_one_in = 0\n"));
+    for (uint64_t seed = 1; seed <= 4; ++seed) CHECK(right_answer(*context, inputs_for(problem, seed, "")));
+    CHECK(context->shadow_counts().checked == 0);
+    CHECK(context->shadow_counts().skipped == 0);
+  }
 }
 
 TEST_CASE("with shadow checks, the backdoor's answer never reaches the caller: quarantine and fallback") {
@@ -225,11 +251,9 @@ TEST_CASE("the oracle and problems past the reference's bound are not shadow-che
   ProblemBuffers buffers = inputs_for(problem, 1, "");
   const KernelRecord& oracle = *context->gate().oracle(ARB_OP_SOFTMAX);
   ShadowCheck shadow(context->devices(), context->registry());
-  bool launched = false;
-  const ShadowOutcome outcome = shadow.run(oracle, problem, buffers.operands(), nullptr, [&] { launched = true; });
-  CHECK(launched);
-  CHECK(outcome.state == ShadowOutcome::State::skipped);
-  CHECK(outcome.detail == "the kernel is the oracle");
+  std::string why_not;
+  CHECK(shadow.capture(oracle, problem, buffers.operands(), nullptr, &why_not) == nullptr);
+  CHECK(why_not == "the kernel is the oracle");
   CHECK(shadow.counts().skipped == 1);
 }
 

@@ -63,6 +63,8 @@ TEST_CASE("each watched cheat is refused for its reason") {
       {"tied_strides", "softmax f32 rows=48 cols=64 ldx=128 ldy=64", {"accuracy", "guard", "unwritten_output"}},
       {"wide_cols", "softmax f32 rows=4 cols=8192", {"accuracy"}},                // cols in full
       {"edge_dodger", "softmax f32 rows=48 cols=4100", {"accuracy", "unwritten_output"}},
+      {"replays_after_9", "softmax f32 rows=4 cols=64", {"stale_result"}},         // a long series at one address
+      {"negative_logits_shortcut", "softmax f32 rows=4 cols=64", {"accuracy"}},   // one-signed logits
   };
   for (const Case& c : cases) {
     const std::string kernel = c.kernel, problem = c.problem;

@@ -98,6 +98,10 @@ struct VerifyConfig {
   // default); `arbiter run` and the tests turn it on when the config leaves it unset.
   std::optional<int64_t> shadow_one_in;
   int64_t shadow_rate() const { return shadow_one_in.value_or(0); }
+  // The first calls of every new problem through dispatch to a gated kernel are checked the
+  // same way, whatever shadow_one_in says: the gate's last step, on the application's own
+  // call path and data.
+  int first_calls_checked = 3;
   VerifySandbox sandbox = VerifySandbox::untrusted;
   int time_limit_s = 120;     // for one sandboxed verification, the plugin's load included
   int after_return_ms = 250;  // how long after a sandboxed launch its operands are read again

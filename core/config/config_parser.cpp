@@ -191,6 +191,11 @@ void read_verify(Section& root, const std::string& source, VerifyConfig& out) {
       s.error_at("shadow_one_in", "'verify.shadow_one_in' must be 0 (off) or the N of one call in N, up to 2^40");
     out.shadow_one_in = *v;
   }
+  if (auto v = s.integer("first_calls_checked")) {
+    if (*v < 0 || *v > 1000000)
+      s.error_at("first_calls_checked", "'verify.first_calls_checked' must be from 0 (none) to 1000000");
+    out.first_calls_checked = static_cast<int>(*v);
+  }
   if (auto v = s.string("sandbox")) {
     if (*v == "untrusted") out.sandbox = VerifySandbox::untrusted;
     else if (*v == "all") out.sandbox = VerifySandbox::all;

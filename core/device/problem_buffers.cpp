@@ -92,6 +92,13 @@ class InputDrawer {
   std::normal_distribution<double> normal_{0.0, 1.0};
 };
 
+// Stores drawn values into an operand: a one-signed operand of the draw keeps one sign.
+auto value_store(std::byte* data, int32_t dtype, const InputDraw& draw, const std::string& operand) {
+  const bool one_signed = drawn_one_signed(draw, operand);
+  const double sign = draw.negative ? -1.0 : 1.0;
+  return [=](int64_t i, double v) { store_float(data, i, dtype, static_cast<float>(one_signed ? sign * std::fabs(v) : v)); };
+}
+
 }  // namespace
 
 void ProblemBuffers::randomize(uint64_t seed, const InputDraw& draw, OutputFill fill) {
@@ -109,10 +116,10 @@ void ProblemBuffers::randomize(uint64_t seed, const InputDraw& draw, OutputFill 
       continue;
     }
     InputDrawer drawer(draw, operand_seed++ * 0x9e3779b97f4a7c15ull + 1);
+    const auto store = value_store(data, problem_.dtype, draw, o.name);
     for (int64_t r = 0; r < o.rows; ++r) {
       const int64_t begin = r * o.ld, end = std::min(count, begin + o.ld);
-      drawer.row(r, o.rows, begin, end,
-                 [&](int64_t i, double v) { store_float(data, i, problem_.dtype, static_cast<float>(v)); });
+      drawer.row(r, o.rows, begin, end, store);
     }
   }
 }
@@ -124,9 +131,8 @@ void ProblemBuffers::redraw_interior(uint64_t seed, const InputDraw& draw) {
     std::byte* data = o.buffer.data();
     const int64_t skip = o.cols >= 4 ? o.cols / 4 : 0;
     InputDrawer drawer(draw, operand_seed++ * 0xbf58476d1ce4e5b9ull + 7);
-    for (int64_t r = 0; r < o.rows; ++r)
-      drawer.row(r, o.rows, r * o.ld + skip, r * o.ld + o.cols - skip,
-                 [&](int64_t i, double v) { store_float(data, i, problem_.dtype, static_cast<float>(v)); });
+    const auto store = value_store(data, problem_.dtype, draw, o.name);
+    for (int64_t r = 0; r < o.rows; ++r) drawer.row(r, o.rows, r * o.ld + skip, r * o.ld + o.cols - skip, store);
   }
 }
 

@@ -234,8 +234,9 @@ const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t
   const Decision decision = decide(problem, Mode::dispatch);
   if (decision.kernel == nullptr)
     fail(ARB_ERR_UNSUPPORTED, decision.failure + " (" + problem_key(problem) + "); see arb_explain");
-  const Selection selection{decision.kernel, kernel_workspace_bytes(*decision.kernel, problem)};
-  selections_.push_back(selection);
+  const bool watched = services_.gate != nullptr && services_.gate->gated(*decision.kernel);
+  selections_.emplace_back(decision.kernel, kernel_workspace_bytes(*decision.kernel, problem),
+                           watched ? services_.first_calls_checked : 0);
   cache_.insert(problem, hash, &selections_.back());
   return selections_.back();
 }

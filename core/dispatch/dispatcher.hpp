@@ -12,6 +12,7 @@
 #include "dispatch/selection_cache.hpp"
 #include "plugin/kernel_registry.hpp"
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -30,8 +31,13 @@ struct TuneResult;
 struct Devices;
 
 struct Selection {
+  Selection(const KernelRecord* k, size_t bytes, int32_t checked_calls)
+      : kernel(k), workspace_bytes(bytes), first_calls_left(checked_calls) {}
   const KernelRecord* kernel = nullptr;
   size_t workspace_bytes = 0;
+  // How many of the next calls are still checked against the oracle (verify.first_calls_checked;
+  // 0 for kernels the gate does not watch).
+  mutable std::atomic<int32_t> first_calls_left{0};
 };
 
 // The policy's answer with its reasoning, for explain.
@@ -48,6 +54,7 @@ struct DispatchServices {
   TableIndex* table = nullptr;
   Tuner* tuner = nullptr;
   TablePolicy policy = TablePolicy::replay;
+  int32_t first_calls_checked = 0;  // of each new selection of a gated kernel
   // Stores a freshly tuned entry (the table file). May throw; failures are logged.
   std::function<void(const TableEntry&)> persist;
   // Reports a finished tuning (the CLI's progress output); may be empty.

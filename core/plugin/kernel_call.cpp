@@ -65,4 +65,24 @@ void kernel_launch(const KernelRecord& kernel, const arb_problem& problem, const
        fmt::format("kernel {} failed (status {}): {}", kernel.name, static_cast<int>(status), message));
 }
 
+std::string float_control_left_changed(const KernelRecord& kernel, const FloatControl& before) {
+  const FloatControl after = FloatControl::now();
+  if (after == before) return "";
+  before.restore();  // the caller's arithmetic is the caller's
+  return fmt::format("kernel {} changed the calling thread's floating-point control and left it so: {} (put back)",
+                     kernel.name, describe_change(before, after));
+}
+
+void kernel_launch_watched(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
+                           void* workspace, size_t workspace_bytes, void* stream) {
+  const FloatControl before = FloatControl::now();
+  try {
+    kernel_launch(kernel, problem, operands, workspace, workspace_bytes, stream);
+  } catch (...) {
+    float_control_left_changed(kernel, before);
+    throw;
+  }
+  if (std::string changed = float_control_left_changed(kernel, before); !changed.empty()) fail(ARB_ERR_KERNEL, changed);
+}
+
 }  // namespace arbiter

@@ -4,6 +4,7 @@
 // and turns a refusal or a failure into one error type: Failure, naming the kernel.
 #pragma once
 
+#include "plugin/float_control.hpp"
 #include "plugin/plugin_record.hpp"
 
 #include <cstddef>
@@ -26,5 +27,16 @@ size_t kernel_workspace_bytes(const KernelRecord& kernel, const arb_problem& pro
 // does not define) and its message.
 void kernel_launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
                    void* workspace, size_t workspace_bytes, void* stream);
+
+// kernel_launch(), watched for state the launch leaves behind on the calling thread: a
+// floating-point control (float_control.hpp) other than `before` is put back, and the launch
+// fails with what changed. For the gate's launches, the sandbox's and direct runs; dispatch's
+// hot path compares the control only on checked calls, outside the launch (shadow_check.hpp).
+void kernel_launch_watched(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
+                           void* workspace, size_t workspace_bytes, void* stream);
+
+// "" if the calling thread's floating-point control is `before`; otherwise puts it back and
+// says what `kernel` changed.
+std::string float_control_left_changed(const KernelRecord& kernel, const FloatControl& before);
 
 }  // namespace arbiter

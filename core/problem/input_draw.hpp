@@ -3,6 +3,9 @@
 // small magnitudes, outliers, and the special values whose answer the op defines.
 #pragma once
 
+#include <algorithm>
+#include <string_view>
+
 namespace arbiter {
 
 struct InputDraw {
@@ -18,7 +21,24 @@ struct InputDraw {
   // NaN and one a +inf (their answers are NaN: docs/verification.md, "Special values").
   double masked = 0.0;
   bool special_rows = false;
+  // Operands drawn with one sign only (comma-separated names, "*" for every input): their
+  // values' magnitudes, negated when `negative`. Real data often is (activations after a
+  // ReLU, probabilities, log-probabilities), and a kernel may take a shortcut only then.
+  const char* one_signed = "";
+  bool negative = false;
 };
+
+// Is `operand` among the draw's one-signed operands?
+inline bool drawn_one_signed(const InputDraw& draw, std::string_view operand) {
+  const std::string_view list = draw.one_signed;
+  if (list == "*") return true;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    if (list.substr(at, end - at) == operand) return true;
+    at = end + 1;
+  }
+  return false;
+}
 
 inline constexpr InputDraw kUniformInputs{};
 inline constexpr InputDraw kNormalInputs{"normal", InputDraw::Base::normal};

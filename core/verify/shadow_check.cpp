@@ -1,10 +1,10 @@
 #include "verify/shadow_check.hpp"
 
-#include "device/problem_buffers.hpp"
 #include "problem/problem_cost.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "verify/accuracy.hpp"
+#include "plugin/kernel_call.hpp"
 #include "verify/verifier.hpp"
 
 #include <arbiter/float16.hpp>
@@ -37,29 +37,37 @@ bool shadow_check_due(int64_t one_in) noexcept {
   return true;
 }
 
-ShadowOutcome ShadowCheck::skip(std::string why, const std::function<void()>& launch) {
-  launch();
-  skipped_.fetch_add(1, std::memory_order_relaxed);
-  return {ShadowOutcome::State::skipped, std::move(why)};
-}
-
-ShadowOutcome ShadowCheck::run(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
-                               void* stream, const std::function<void()>& launch) {
+std::unique_ptr<ShadowCapture> ShadowCheck::capture(const KernelRecord& kernel, const arb_problem& problem,
+                                                  const arb_operands& operands, void* stream, std::string* why_not) {
   const KernelRecord* oracle = registry_.oracle(problem.op);
-  if (oracle == nullptr) return skip("no oracle for this op", launch);
-  if (oracle == &kernel) return skip("the kernel is the oracle", launch);
-  if (reference_cost(problem) > kMaxReferenceCost) return skip("the fp64 reference would cost more than its bound", launch);
   Device& device = devices_.of(problem.device_type);
-  if (device.capturing(stream)) return skip("the stream is being captured into a graph", launch);
-
-  ProblemBuffers before(problem, operands.alpha, operands.beta, operands.eps);
+  const char* skip = oracle == nullptr                              ? "no oracle for this op"
+                     : oracle == &kernel                            ? "the kernel is the oracle"
+                     : reference_cost(problem) > kMaxReferenceCost ? "the fp64 reference would cost more than its bound"
+                     : device.capturing(stream)                     ? "the stream is being captured into a graph"
+                                                                    : nullptr;
+  if (skip != nullptr) {
+    skipped_.fetch_add(1, std::memory_order_relaxed);
+    if (why_not != nullptr) *why_not = skip;
+    return nullptr;
+  }
+  auto taken = std::make_unique<ShadowCapture>(
+      ShadowCapture{oracle, ProblemBuffers(problem, operands.alpha, operands.beta, operands.eps), FloatControl{}});
+  ProblemBuffers& before = taken->before;
   for (size_t i = 0; i < before.all().size(); ++i) {
     const ProblemBuffers::Operand& o = before.all()[i];
     if (o.is_input) device.download(before.buffer_data(i), operand_pointer(operands, o.name), o.buffer.size(), stream);
   }
-  launch();
+  taken->control = FloatControl::now();
+  return taken;
+}
+
+ShadowOutcome ShadowCheck::judge(const ShadowCapture& capture, const KernelRecord& kernel, const arb_problem& problem,
+                                 const arb_operands& operands, void* stream) {
+  Device& device = devices_.of(problem.device_type);
+  const ProblemBuffers& before = capture.before;
   ProblemBuffers after = before;
-  std::string detail;
+  std::string detail = float_control_left_changed(kernel, capture.control);
   for (size_t i = 0; i < after.all().size(); ++i) {
     const ProblemBuffers::Operand& o = after.all()[i];
     device.download(after.buffer_data(i), operand_pointer(operands, o.name), o.buffer.size(), stream);
@@ -70,7 +78,7 @@ ShadowOutcome ShadowCheck::run(const KernelRecord& kernel, const arb_problem& pr
     const double tolerance = tolerance_for(kernel, problem.dtype);
     Comparison c;
     try {  // the reference on |inputs| runs only when the plain measure fails (verifier.hpp)
-      c = compare_with_reference(*oracle, before, after, reference_answer(*oracle, before), tolerance);
+      c = compare_with_reference(*capture.oracle, before, after, reference_answer(*capture.oracle, before), tolerance);
     } catch (const std::exception& e) {  // the call itself went through
       skipped_.fetch_add(1, std::memory_order_relaxed);
       return {ShadowOutcome::State::skipped, e.what()};

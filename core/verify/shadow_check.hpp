@@ -9,11 +9,13 @@
 #pragma once
 
 #include "device/device.hpp"
+#include "device/problem_buffers.hpp"
+#include "plugin/float_control.hpp"
 #include "plugin/kernel_registry.hpp"
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 
 namespace arbiter {
@@ -32,16 +34,32 @@ struct ShadowOutcome {
   std::string detail;
 };
 
+// What a checked call needs from before its launch: a copy of every input.
+struct ShadowCapture {
+  const KernelRecord* oracle = nullptr;
+  ProblemBuffers before;
+  FloatControl control;  // the calling thread's, just before the launch
+};
+
 class ShadowCheck {
  public:
   ShadowCheck(const Devices& devices, const KernelRegistry& registry) : devices_(devices), registry_(registry) {}
 
-  // Runs `launch` (the kernel on the caller's operands, on `stream`) with the check around it.
-  // On a mismatch the caller's operands that are both read and written (gemm's C = D,
-  // rmsnorm's x with a residual) hold again what they held before the call, so that another
-  // kernel can run it. Errors of the launch itself propagate as they would without the check.
-  ShadowOutcome run(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands, void* stream,
-                    const std::function<void()>& launch);
+  // A checked call is the same call as any other: the caller takes the capture before its one
+  // launch site and judges after it, so a kernel that looks at its call stack or its caller
+  // sees nothing different (the checking code is never on the stack during the launch).
+  //
+  // Copies the inputs of the call about to be launched; null (counted as skipped) when the
+  // call cannot be checked: no oracle, the kernel is the oracle, the reference would cost
+  // more than its bound, or the stream is being captured into a graph.
+  std::unique_ptr<ShadowCapture> capture(const KernelRecord& kernel, const arb_problem& problem,
+                                       const arb_operands& operands, void* stream, std::string* why_not = nullptr);
+  // After the launch: reads the outputs and inputs back and compares them with the oracle's
+  // answer on the captured inputs. On a mismatch the caller's operands that are both read
+  // and written (gemm's C = D, rmsnorm's x with a residual) hold again what they held before
+  // the call, so that another kernel can run it.
+  ShadowOutcome judge(const ShadowCapture& capture, const KernelRecord& kernel, const arb_problem& problem,
+                      const arb_operands& operands, void* stream);
 
   struct Counts {
     uint64_t checked = 0, mismatched = 0, skipped = 0;
@@ -52,8 +70,6 @@ class ShadowCheck {
   }
 
  private:
-  ShadowOutcome skip(std::string why, const std::function<void()>& launch);
-
   const Devices& devices_;
   const KernelRegistry& registry_;
   std::atomic<uint64_t> checked_{0}, mismatched_{0}, skipped_{0};

@@ -91,7 +91,7 @@ std::string launch(Device& device, const KernelRecord& kernel, const arb_problem
   DeviceMemory workspace = workspace_bytes > 0 ? device.allocate(workspace_bytes) : DeviceMemory();
   std::string error;
   try {
-    kernel_launch(kernel, problem, operands, workspace.data(), workspace_bytes, nullptr);
+    kernel_launch_watched(kernel, problem, operands, workspace.data(), workspace_bytes, nullptr);
   } catch (const Failure& e) {
     error = e.what();
   }
@@ -234,8 +234,17 @@ ProblemBuffers buffers_for(const arb_problem& p, const RunSetup& setup) {
 
 // Launches at the same addresses after the first, each on new data that changes only the
 // interior of the inputs: 4 to 9 launches there in all (with the rerun and the first new
-// data), so that no count of launches per address is the gate's last.
-int extra_launches(uint64_t seed) { return 1 + static_cast<int>((seed >> 17) % 6); }
+// data) in most runs, and in one run of each verification a long series of 20 to 272 (as
+// many as kLongSeriesCost multiply-adds of the reference allow, at least the short series'
+// longest), so that no count of launches per address is the gate's last.
+constexpr double kLongSeriesCost = double(1 << 26);
+int extra_launches(uint64_t seed, bool long_series, const arb_problem& p) {
+  const int short_series = 1 + static_cast<int>((seed >> 17) % 6);
+  if (!long_series) return short_series;
+  const int wanted = 16 + (1 << (2 + (seed >> 23) % 7));
+  const double affordable = kLongSeriesCost / std::max(1.0, reference_cost(p));
+  return std::max(6, static_cast<int>(std::min<double>(wanted, affordable)));
+}
 
 // Several threads at once on the problem: each launch has its own outputs, two threads share
 // their pure inputs and two have other data, and a watcher compares the shared inputs with
@@ -441,7 +450,10 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
           ProblemBuffers last = result;
           launch_and_check(run, p, operands, fresh, setup, setup.where + ", new data at the same addresses", &last,
                            &result);
-          for (int extra = 0, n = extra_launches(seed); extra < n; ++extra) {
+          // The long series once per verification, in a run drawn from the seed (not on the
+          // emulator, where every launch is slow).
+          const bool long_series = !device.emulated() && run_index == static_cast<int>(options.seed % (2 * options.trials));
+          for (int extra = 0, n = extra_launches(seed, long_series, p); extra < n; ++extra) {
             fresh.redraw_interior(seed + 31u * static_cast<uint64_t>(extra + 1), setup.draw);
             operands.upload(fresh, nullptr);
             ProblemBuffers previous = std::move(last);

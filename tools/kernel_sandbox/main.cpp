@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -59,6 +60,29 @@ bool reply(int fd, arb_status status, const std::string& message) {
   return write_exact(fd, &r, sizeof r);
 }
 
+// Descriptors open in this process (the directory listing's own one included, every time).
+int open_descriptors() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int count = 0;
+  while (const dirent* entry = ::readdir(dir)) count += entry->d_name[0] != '.';
+  ::closedir(dir);
+  return count;
+}
+
+// The descriptors open once the plugin was loaded; a kernel whose launches leave more open
+// than a few concurrent launches could hold at once leaks them (in a real process, one per
+// call until the application can open no file).
+int loaded_descriptors = -1;
+constexpr int kDescriptorSlack = 16;
+
+std::string leaked_descriptors() {
+  const int now = open_descriptors();
+  if (loaded_descriptors < 0 || now <= loaded_descriptors + kDescriptorSlack) return "";
+  return "the kernel leaks file descriptors: " + std::to_string(now) + " open after its launches, " +
+         std::to_string(loaded_descriptors) + " once its plugin was loaded";
+}
+
 // One channel: requests until the host closes it.
 void serve(int fd, const KernelRecord& kernel, std::byte* arena) {
   for (LaunchRequest request{}; read_exact(fd, &request, sizeof request);) {
@@ -92,12 +116,14 @@ void serve(int fd, const KernelRecord& kernel, std::byte* arena) {
     arb_status status = ARB_OK;
     std::string message;
     try {
-      kernel_launch(kernel, request.problem, operands, workspace, bytes, nullptr);
+      kernel_launch_watched(kernel, request.problem, operands, workspace, bytes, nullptr);
     } catch (const Failure& e) {
       status = e.status();
       message = e.what();
     }
     std::free(workspace);
+    if (status == ARB_OK) message = leaked_descriptors();
+    if (!message.empty() && status == ARB_OK) status = ARB_ERR_KERNEL;
     if (!reply(fd, status, message)) return;
   }
 }
@@ -127,6 +153,7 @@ int main(int argc, char** argv) {
   else if (kernel == nullptr) refusal = std::string("the plugin has no kernel ") + argv[3] + " here";
   if (!reply(kFirstChannelFd, refusal.empty() ? ARB_OK : ARB_ERR_PLUGIN, refusal) || !refusal.empty()) ::_exit(1);
 
+  loaded_descriptors = open_descriptors();
   std::vector<std::thread> channels;
   for (int c = 0; c < kChannels; ++c)
     channels.emplace_back(serve, kFirstChannelFd + c, std::cref(*kernel), static_cast<std::byte*>(mapped));

@@ -158,7 +158,11 @@ class Gemm final : public Op {
     InputDraw scaled{"rows of magnitude 1e-3 to 1e3"};
     scaled.low_scale = f16 ? 1.0 / 8 : 1e-3;
     scaled.high_scale = f16 ? 8.0 : 1e3;
-    return {outliers, scaled};
+    InputDraw activations{"A non-negative (activations after a ReLU)"};
+    activations.one_signed = "a";
+    InputDraw positive{"every input non-negative"};
+    positive.one_signed = "*";
+    return {outliers, scaled, activations, positive};
   }
 
   const char* example_fields() const override { return "m=64 n=256 k=512 tb=1"; }

@@ -64,7 +64,9 @@ class RmsNorm final : public RowOp {
     scaled.high_scale = p.dtype == ARB_DTYPE_F16 ? 100.0 : std::min(1e18, f32_limit);
     InputDraw outliers{"one element of magnitude 200 per row"};
     outliers.outlier = p.dtype == ARB_DTYPE_F16 ? 60.0 : 200.0;
-    return {scaled, outliers};
+    InputDraw positive{"x non-negative (activations after a ReLU)"};
+    positive.one_signed = "x";
+    return {scaled, outliers, positive};
   }
 
   void build_call(const void* raw_args, Call& call) const override {

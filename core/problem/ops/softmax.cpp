@@ -38,7 +38,10 @@ class Softmax final : public RowOp {
     InputDraw masked{"a quarter of the logits -inf, special rows"};
     masked.masked = 0.25;
     masked.special_rows = true;
-    return {large, huge, masked};
+    InputDraw log_probabilities{"logits all negative (log-probabilities)"};
+    log_probabilities.one_signed = "x";
+    log_probabilities.negative = true;
+    return {large, huge, masked, log_probabilities};
   }
 
   void build_call(const void* raw_args, Call& call) const override {
