@@ -298,3 +298,20 @@ TEST_CASE("trust.system libraries a plugin links are not companions: a shipped p
     }
   }
 }
+
+TEST_CASE("trust.a library a kernel maps at launch, after its plugin was hashed, fails the kernel in the sandbox") {
+  test::TempDir dir;
+  const std::string built = std::string(ARBITER_TEST_FIXTURE_DIR) + "/sidecar/";
+  const std::string plugin = dir.file("arbiter_late_sidecar.so");
+  fs::copy_file(built + "arbiter_late_sidecar.so", plugin);
+  fs::copy_file(built + "libfixture_sidecar_exact.so", dir.file("libarbiter_test_sidecar.so"));
+  const auto context = test::make_context(test::config_loading({plugin}));
+  const PluginRecord* record = test::plugin_named(*context, "late_sidecar");
+  REQUIRE(record != nullptr);
+  CHECK(record->companions.empty());  // nothing mapped while it loaded
+  const Verdict v = context->gate().verdict(*context->registry().find("late_sidecar.softmax"),
+                                           parse_problem(kSoftmax).problem);
+  CAPTURE(v.detail);
+  CHECK_FALSE(v.passed);
+  CHECK(v.detail.find("during a launch: code outside the plugin's identity") != std::string::npos);
+}

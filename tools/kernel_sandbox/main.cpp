@@ -7,6 +7,7 @@
 #include "common/failure.hpp"
 #include "common/log.hpp"
 #include "plugin/kernel_call.hpp"
+#include "plugin/companion_objects.hpp"
 #include "plugin/plugin_loader.hpp"
 #include "verify/sandbox_protocol.hpp"
 
@@ -14,7 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,6 +86,21 @@ std::string leaked_descriptors() {
          std::to_string(loaded_descriptors) + " once its plugin was loaded";
 }
 
+// The objects mapped once the plugin was loaded, and its folder. Code a kernel maps later
+// (a library it dlopens at its first launch) is not in the identity the host hashed at load
+// (plugin/companion_objects.hpp), so a launch that maps any is refused.
+std::set<MappedObject> loaded_objects;
+std::string plugin_folder;
+
+std::string code_mapped_since_load() {
+  for (const MappedObject& object : mapped_objects())
+    if (loaded_objects.count(object) == 0 && !in_system_library_folder(object, plugin_folder))
+      return "the kernel mapped " + object.real_path +
+             " during a launch: code outside the plugin's identity (a plugin's own libraries must be loaded by its "
+             "entry function, where the host hashes them)";
+  return "";
+}
+
 // One channel: requests until the host closes it.
 void serve(int fd, const KernelRecord& kernel, std::byte* arena) {
   for (LaunchRequest request{}; read_exact(fd, &request, sizeof request);) {
@@ -123,6 +141,7 @@ void serve(int fd, const KernelRecord& kernel, std::byte* arena) {
     }
     std::free(workspace);
     if (status == ARB_OK) message = leaked_descriptors();
+    if (status == ARB_OK && message.empty()) message = code_mapped_since_load();
     if (!message.empty() && status == ARB_OK) status = ARB_ERR_KERNEL;
     if (!reply(fd, status, message)) return;
   }
@@ -154,6 +173,8 @@ int main(int argc, char** argv) {
   if (!reply(kFirstChannelFd, refusal.empty() ? ARB_OK : ARB_ERR_PLUGIN, refusal) || !refusal.empty()) ::_exit(1);
 
   loaded_descriptors = open_descriptors();
+  loaded_objects = mapped_objects();
+  plugin_folder = std::filesystem::canonical(argv[1]).parent_path().string();
   std::vector<std::thread> channels;
   for (int c = 0; c < kChannels; ++c)
     channels.emplace_back(serve, kFirstChannelFd + c, std::cref(*kernel), static_cast<std::byte*>(mapped));
