@@ -88,8 +88,12 @@ TEST_CASE("a kernel that leaves a thread writing its output after it returned is
   const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64").problem;
   const Verdict v = context->gate().verdict(kernel_named(*context, "hostile.lingering_writer"), problem);
   CHECK_FALSE(v.passed);
-  CHECK_MESSAGE(v.failed("wrote_after_return"), v.detail);
-  CHECK(v.detail.find("y changed between the launch's return and 250 ms later") != std::string::npos);
+  // Usually the after-return check; on a slow machine (sanitizers) a late write can land
+  // during the long series of launches at one address first, and is wrong there.
+  if (v.failed("wrote_after_return"))
+    CHECK(v.detail.find("y changed between the launch's return and 250 ms later") != std::string::npos);
+  else
+    CHECK_MESSAGE((v.failed("accuracy") || v.failed("stale_result")), v.detail);
 }
 
 TEST_CASE("a kernel right only inside the sandbox is caught by the same checks in this process") {

@@ -5,6 +5,7 @@
 // its own. A kernel verified in the sandbox that leaves file descriptors open is refused.
 #include "common/failure.hpp"
 #include "plugin/float_control.hpp"
+#include "plugin/process_state.hpp"
 #include "problem/problem_text.hpp"
 #include "verify/accuracy.hpp"
 #include "verify/verifier.hpp"
@@ -89,14 +90,32 @@ TEST_CASE("a launch that leaks the control fails with what changed, and this thr
   CHECK(fine->gate().verdict(*fine->registry().find("leaks_state.softmax_restores"), problem).passed);
 }
 
-TEST_CASE("a sandboxed kernel that leaks a file descriptor per launch is refused") {
-  const auto context = with_leaks("softmax_leaks_descriptor", "untrusted");
+TEST_CASE("a kernel that changes the process's state or leaks descriptors is refused, here or in its sandbox") {
   const arb_problem problem = parse_problem("softmax f32 rows=4 cols=64").problem;
-  const Verdict v = context->gate().verdict(*context->registry().find("leaks_state.softmax_leaks_descriptor"), problem);
-  CAPTURE(v.detail);
-  CHECK_FALSE(v.passed);
-  CHECK(v.failed("launch_failed"));
-  CHECK(v.detail.find("leaks file descriptors") != std::string::npos);
+  struct Case {
+    const char* kernel;
+    const char* what;
+  };
+  for (const Case& c : {Case{"softmax_leaks_descriptor", "more open file descriptors"},
+                        Case{"softmax_sets_sigpipe", "Broken pipe"}, Case{"softmax_umask_zero", "umask 0"},
+                        Case{"softmax_chdir_root", "working directory"}}) {
+    for (const char* sandbox : {"off", "untrusted"}) {
+      CAPTURE(c.kernel);
+      CAPTURE(sandbox);
+      const ProcessState before = ProcessState::now();
+      const auto context = with_leaks(c.kernel, sandbox);
+      const Verdict v = context->gate().verdict(*context->registry().find(std::string("leaks_state.") + c.kernel), problem);
+      CAPTURE(v.detail);
+      CHECK_FALSE(v.passed);
+      CHECK(v.failed(std::string(sandbox) == "off" ? "process_state" : "launch_failed"));
+      CHECK(v.detail.find(c.what) != std::string::npos);
+      // Put back (descriptors excepted, which nobody can give back): the host's own state.
+      const ProcessState after = ProcessState::now();
+      CHECK(after.changes_since(before, 64) == "");
+      if (std::string(sandbox) == "off" && std::string(c.kernel) == "softmax_leaks_descriptor")
+        CHECK(after.descriptors - before.descriptors < 64);  // stopped after a few dozen launches
+    }
+  }
 }
 
 TEST_CASE("a shadow-checked call that leaves the control changed quarantines its kernel, and the caller gets it back") {

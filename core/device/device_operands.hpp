@@ -17,8 +17,9 @@ class DeviceOperands {
   static constexpr size_t kGuardBytes = 256;
   static constexpr uint32_t kCanary = 0x7fbadc0du;  // a NaN as f32, and recognisable
 
-  // `canary` fills the guards: the verification gate draws one per run, so that a kernel
-  // cannot recognise the gate's buffers by what lies before them.
+  // `canary` seeds the guards' contents, random bytes different for every guard: the
+  // verification gate draws one per run, so that a kernel cannot recognise the gate's
+  // buffers by what lies next to them.
   DeviceOperands(Device& device, const ProblemBuffers& host, void* stream, uint32_t canary = kCanary);
 
   // Copies every operand (rows, padding and all) from host buffers of the same problem.
@@ -29,7 +30,7 @@ class DeviceOperands {
   const arb_operands& operands() const { return operands_; }
   // The device address of an operand's data ("x", "d"...), nullptr if the problem has none.
   void* data(const std::string& name) const;
-  // Names of the operands whose guard regions no longer hold the canary.
+  // Names of the operands whose guard regions no longer hold what was put there.
   std::vector<std::string> damaged_guards(void* stream) const;
   // Bytes of all operands together (for rotating sets past the cache).
   size_t bytes() const { return bytes_; }
@@ -39,6 +40,7 @@ class DeviceOperands {
     std::string name;
     DeviceMemory memory;  // [guard][data][guard]
     size_t data_bytes = 0;
+    std::vector<unsigned char> guard_before, guard_after;  // what the guards must still hold
     std::byte* data() const { return static_cast<std::byte*>(memory.data()) + kGuardBytes; }
   };
   Device& device_;

@@ -44,10 +44,10 @@ bool same_path(const std::string& a, const std::string& b) {
 }
 
 // The first load of an untrusted file runs in a probe process; not for files shipped in the
-// install's own folder (they are part of the installation, like libarbiter itself) or files
-// the config trusts by path and hash.
+// install's own folders (plugins/ and plugins-emulated/: they are part of the installation,
+// like libarbiter itself) or files the config trusts by path and hash.
 PluginProbe probe_for(const PluginsConfig& config, const PluginCandidate& candidate) {
-  if (!config.probe || candidate.origin == "install") return {};
+  if (!config.probe || candidate.origin == "install" || candidate.origin == "emulated") return {};
   return [&config](const fs::path& path, const std::string& sha256) -> std::string {
     for (const TrustedPlugin& trusted : config.trust)
       if (trusted.sha256 == sha256 && same_path(trusted.path, path.string())) return "";

@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string_view>
 
@@ -52,12 +53,14 @@ std::unique_ptr<ShadowCapture> ShadowCheck::capture(const KernelRecord& kernel, 
     return nullptr;
   }
   auto taken = std::make_unique<ShadowCapture>(
-      ShadowCapture{oracle, ProblemBuffers(problem, operands.alpha, operands.beta, operands.eps), FloatControl{}});
+      ShadowCapture{oracle, ProblemBuffers(problem, operands.alpha, operands.beta, operands.eps), FloatControl{},
+                    ProcessState{}});
   ProblemBuffers& before = taken->before;
   for (size_t i = 0; i < before.all().size(); ++i) {
     const ProblemBuffers::Operand& o = before.all()[i];
     if (o.is_input) device.download(before.buffer_data(i), operand_pointer(operands, o.name), o.buffer.size(), stream);
   }
+  taken->state = ProcessState::now();
   taken->control = FloatControl::now();
   return taken;
 }
@@ -68,6 +71,12 @@ ShadowOutcome ShadowCheck::judge(const ShadowCapture& capture, const KernelRecor
   const ProblemBuffers& before = capture.before;
   ProblemBuffers after = before;
   std::string detail = float_control_left_changed(kernel, capture.control);
+  // One call's descriptors cannot be told from the application's own; the rest can.
+  if (std::string changes = ProcessState::now().changes_since(capture.state, std::numeric_limits<int>::max());
+      !changes.empty()) {
+    capture.state.restore();
+    detail += (detail.empty() ? "" : "; ") + ("the call left the process's state changed: " + changes + " (put back)");
+  }
   for (size_t i = 0; i < after.all().size(); ++i) {
     const ProblemBuffers::Operand& o = after.all()[i];
     device.download(after.buffer_data(i), operand_pointer(operands, o.name), o.buffer.size(), stream);

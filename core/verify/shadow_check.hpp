@@ -12,6 +12,7 @@
 #include "device/problem_buffers.hpp"
 #include "plugin/float_control.hpp"
 #include "plugin/kernel_registry.hpp"
+#include "plugin/process_state.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -39,6 +40,7 @@ struct ShadowCapture {
   const KernelRecord* oracle = nullptr;
   ProblemBuffers before;
   FloatControl control;  // the calling thread's, just before the launch
+  ProcessState state;    // the process's, just before the launch (descriptors not compared)
 };
 
 class ShadowCheck {

@@ -5,6 +5,7 @@
 #include "device/problem_buffers.hpp"
 #include "common/failure.hpp"
 #include "plugin/kernel_call.hpp"
+#include "plugin/process_state.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "problem/problem_cost.hpp"
@@ -22,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -77,6 +79,48 @@ class Checks {
 
  private:
   Verdict verdict_;
+};
+
+// The process-wide state (process_state.hpp) while a kernel's launches run in this process
+// (launches in a sandbox are watched there, one by one): compared every kStride-th launch
+// and at the end, so that a kernel that leaks a descriptor per launch is stopped after a few
+// dozen instead of the thousands a verification makes; from the first change on the kernel
+// is not launched again here. A change the application's own threads make meanwhile would
+// count too: a rare false refusal, never a false pass.
+class HostStateWatch {
+ public:
+  explicit HostStateWatch(bool here) : here_(here) {
+    if (here_) before_ = ProcessState::now();
+  }
+  bool here() const { return here_; }
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  // After a launch here (any thread): compares every kStride-th time; a change is put back
+  // and kept for finish().
+  void after_launch(bool at_end = false) const {
+    if (!here_) return;
+    if (!at_end && launches_.fetch_add(1, std::memory_order_relaxed) % kStride != 0) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken()) return;
+    const std::string changes = ProcessState::now().changes_since(before_, kDescriptorSlack);
+    if (changes.empty()) return;
+    broken_.store(true, std::memory_order_release);
+    before_.restore();
+    message_ = "the kernel's launches left the process's state changed: " + changes + " (put back)";
+  }
+  // At the end of the verification (one thread): the last comparison, and the failure.
+  void finish(Checks& checks) const {
+    after_launch(true);
+    if (broken()) checks.fail("process_state", message_);
+  }
+
+ private:
+  static constexpr int kStride = 4, kDescriptorSlack = 8;
+  bool here_;
+  ProcessState before_;
+  mutable std::atomic<bool> broken_{false};
+  mutable std::atomic<uint64_t> launches_{0};
+  mutable std::mutex mutex_;
+  mutable std::string message_;
 };
 
 // Runs a kernel through its C ABI on operands, with workspace from the device. Returns the
@@ -136,11 +180,21 @@ struct Run {
   Checks& checks;
   double tolerance;
   KernelSandbox* sandbox = nullptr;  // where the kernel's launches run, if not here
+  const HostStateWatch* state = nullptr;  // the process's state, when they run here
 };
+
+// What launch() says once the process's state was found changed: the launch did not happen
+// (process_state says why), so nothing is judged.
+constexpr const char* kNotLaunchedAgain = "not launched again: an earlier launch left the process's state changed";
 
 // A launch of the run's kernel: in its sandbox when it has one.
 std::string launch(const Run& run, const arb_problem& problem, const arb_operands& operands) {
-  if (run.sandbox == nullptr) return launch(run.device, run.kernel, problem, operands);
+  if (run.sandbox == nullptr) {
+    if (run.state != nullptr && run.state->broken()) return kNotLaunchedAgain;
+    std::string error = launch(run.device, run.kernel, problem, operands);
+    if (run.state != nullptr) run.state->after_launch();
+    return error;
+  }
   try {
     return run.sandbox->launch(problem, operands, kernel_workspace_bytes(run.kernel, problem));
   } catch (const Failure& e) {
@@ -321,7 +375,8 @@ void check_concurrent_calls(const Run& run, const arb_problem& p, const RunSetup
   std::string detail;
   for (int t = 0; t < kThreads; ++t) {
     launched_total += launched[t];
-    if (!errors[t].empty()) run.checks.fail("launch_failed", errors[t] + " (concurrent calls, " + setup.where + ")");
+    if (!errors[t].empty() && errors[t] != kNotLaunchedAgain)
+      run.checks.fail("launch_failed", errors[t] + " (concurrent calls, " + setup.where + ")");
     wrong_total += wrong[t];
     if (detail.empty()) detail = wrong_detail[t];
   }
@@ -373,6 +428,7 @@ bool launch_and_check(const Run& run, const arb_problem& p, DeviceOperands& oper
                       const ProblemBuffers* previous = nullptr) {
   const ProblemBuffers expected = expected_for(run, inputs);
   const std::string error = launch(run, p, operands.operands());
+  if (error == kNotLaunchedAgain) return false;
   if (!error.empty()) {
     run.checks.fail("launch_failed", error + " (" + where + ")");
     return false;
@@ -393,6 +449,7 @@ bool launch_and_check(const Run& run, const arb_problem& p, DeviceOperands& oper
 Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                       const arb_problem& problem, const VerifyOptions& options) {
   Checks checks;
+  const HostStateWatch state(options.sandbox == nullptr);
   Verdict& verdict = checks.verdict();
   std::vector<VerificationShape> shapes;
   for (const VerificationShape& shape : verification_shapes(problem, options.seed))
@@ -410,7 +467,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
     return verdict;
   }
   const Run run{kernel, reference, device, checks,
-                options.tolerance > 0 ? options.tolerance : tolerance_for(problem.dtype), options.sandbox};
+                options.tolerance > 0 ? options.tolerance : tolerance_for(problem.dtype), options.sandbox, &state};
   const bool deterministic = (kernel.abi.flags & ARB_KERNEL_FLAG_NONDETERMINISTIC) == 0;
   // Every run's buffers stay allocated until the end, so each run gets new addresses (a
   // freed block could come back at the same address and hide a cache keyed by pointer).
@@ -477,6 +534,7 @@ Verdict verify_kernel(Device& device, const KernelRecord& kernel, const KernelRe
   } catch (const std::exception& e) {
     checks.fail("verifier_error", e.what());
   }
+  state.finish(checks);
   verdict.passed = verdict.failed_checks.empty();
   if (verdict.passed) verdict.detail = verdict.summary();
   return verdict;
@@ -506,10 +564,12 @@ ProblemBuffers reference_answer(const KernelRecord& reference, const ProblemBuff
 Verdict check_full_size(Device& device, const KernelRecord& kernel, const KernelRecord& reference,
                         const arb_problem& problem, uint64_t seed, double tolerance, KernelSandbox* sandbox) {
   Checks checks;
+  const HostStateWatch state(sandbox == nullptr);
   Verdict& verdict = checks.verdict();
   verdict.shapes = 1;
   verdict.trials = 1;
-  const Run run{kernel, reference, device, checks, tolerance > 0 ? tolerance : tolerance_for(problem.dtype), sandbox};
+  const Run run{kernel, reference, device, checks, tolerance > 0 ? tolerance : tolerance_for(problem.dtype), sandbox,
+                &state};
   try {
     std::mt19937_64 rng(seed);
     const RunSetup setup =
@@ -520,6 +580,7 @@ Verdict check_full_size(Device& device, const KernelRecord& kernel, const Kernel
   } catch (const std::exception& e) {
     checks.fail("verifier_error", e.what());
   }
+  state.finish(checks);
   verdict.passed = verdict.failed_checks.empty();
   if (verdict.passed) verdict.detail = verdict.summary();
   return verdict;

@@ -9,6 +9,7 @@
 #include "plugin/kernel_call.hpp"
 #include "plugin/companion_objects.hpp"
 #include "plugin/plugin_loader.hpp"
+#include "plugin/process_state.hpp"
 #include "verify/sandbox_protocol.hpp"
 
 #include <cerrno>
@@ -22,7 +23,6 @@
 #include <thread>
 #include <vector>
 
-#include <dirent.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -63,27 +63,16 @@ bool reply(int fd, arb_status status, const std::string& message) {
   return write_exact(fd, &r, sizeof r);
 }
 
-// Descriptors open in this process (the directory listing's own one included, every time).
-int open_descriptors() {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return -1;
-  int count = 0;
-  while (const dirent* entry = ::readdir(dir)) count += entry->d_name[0] != '.';
-  ::closedir(dir);
-  return count;
-}
-
-// The descriptors open once the plugin was loaded; a kernel whose launches leave more open
-// than a few concurrent launches could hold at once leaks them (in a real process, one per
-// call until the application can open no file).
-int loaded_descriptors = -1;
+// The process's state once the plugin was loaded (process_state.hpp). This process runs
+// nothing but the kernel, so any change after a launch is the kernel's: signal dispositions,
+// the umask, the working directory, or more open descriptors than a few concurrent launches
+// could hold at once (a leak of one per call exhausts an application's limit).
+ProcessState loaded_state;
 constexpr int kDescriptorSlack = 16;
 
-std::string leaked_descriptors() {
-  const int now = open_descriptors();
-  if (loaded_descriptors < 0 || now <= loaded_descriptors + kDescriptorSlack) return "";
-  return "the kernel leaks file descriptors: " + std::to_string(now) + " open after its launches, " +
-         std::to_string(loaded_descriptors) + " once its plugin was loaded";
+std::string state_changed() {
+  const std::string changes = ProcessState::now().changes_since(loaded_state, kDescriptorSlack);
+  return changes.empty() ? "" : "the kernel changed the process's state and left it so: " + changes;
 }
 
 // The objects mapped once the plugin was loaded, and its folder. Code a kernel maps later
@@ -140,7 +129,7 @@ void serve(int fd, const KernelRecord& kernel, std::byte* arena) {
       message = e.what();
     }
     std::free(workspace);
-    if (status == ARB_OK) message = leaked_descriptors();
+    if (status == ARB_OK) message = state_changed();
     if (status == ARB_OK && message.empty()) message = code_mapped_since_load();
     if (!message.empty() && status == ARB_OK) status = ARB_ERR_KERNEL;
     if (!reply(fd, status, message)) return;
@@ -172,7 +161,7 @@ int main(int argc, char** argv) {
   else if (kernel == nullptr) refusal = std::string("the plugin has no kernel ") + argv[3] + " here";
   if (!reply(kFirstChannelFd, refusal.empty() ? ARB_OK : ARB_ERR_PLUGIN, refusal) || !refusal.empty()) ::_exit(1);
 
-  loaded_descriptors = open_descriptors();
+  loaded_state = ProcessState::now();
   loaded_objects = mapped_objects();
   plugin_folder = std::filesystem::canonical(argv[1]).parent_path().string();
   std::vector<std::thread> channels;
