@@ -25,13 +25,13 @@ std::vector<unsigned char> guard_bytes(uint64_t seed) {
 }  // namespace
 
 DeviceOperands::DeviceOperands(Device& device, const ProblemBuffers& host, void* stream, uint32_t canary)
-    : device_(device), canary_(canary) {
+    : device_(device) {
   for (const auto& operand : host.all()) {
     Slot slot;
     slot.name = operand.name;
     slot.data_bytes = operand.buffer.size();
     slot.memory = device.allocate(slot.data_bytes + 2 * kGuardBytes);
-    const uint64_t seed = (uint64_t{canary_} << 32) ^ (0x5851f42d4c957f2dull * (slots_.size() + 1));
+    const uint64_t seed = (uint64_t{canary} << 32) ^ (0x5851f42d4c957f2dull * (slots_.size() + 1));
     slot.guard_before = guard_bytes(seed);
     slot.guard_after = guard_bytes(~seed);
     device.upload(slot.memory.data(), slot.guard_before.data(), kGuardBytes, stream);

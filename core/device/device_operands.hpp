@@ -15,7 +15,7 @@ namespace arbiter {
 class DeviceOperands {
  public:
   static constexpr size_t kGuardBytes = 256;
-  static constexpr uint32_t kCanary = 0x7fbadc0du;  // a NaN as f32, and recognisable
+  static constexpr uint32_t kCanary = 0x7fbadc0du;  // the guards' seed when none is drawn
 
   // `canary` seeds the guards' contents, random bytes different for every guard: the
   // verification gate draws one per run, so that a kernel cannot recognise the gate's
@@ -44,7 +44,6 @@ class DeviceOperands {
     std::byte* data() const { return static_cast<std::byte*>(memory.data()) + kGuardBytes; }
   };
   Device& device_;
-  uint32_t canary_;
   std::vector<Slot> slots_;
   arb_operands operands_{};
   size_t bytes_ = 0;

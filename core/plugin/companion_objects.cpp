@@ -26,6 +26,12 @@ std::string real_path_of(const std::string& path) {
   return ::realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : std::string();
 }
 
+// The real path of a plugin file, or the path as given if it cannot be resolved.
+std::string plugin_real_path(const std::string& plugin_file) {
+  const std::string real = real_path_of(plugin_file);
+  return real.empty() ? plugin_file : real;
+}
+
 int collect_object(dl_phdr_info* info, size_t, void* out) {
   const char* name = info->dlpi_name;
   if (name == nullptr || name[0] == '\0') return 0;  // the program itself
@@ -106,7 +112,8 @@ std::set<MappedObject> mapped_objects() {
   return objects;
 }
 
-bool in_system_library_folder(const MappedObject& object, const std::string& plugin_folder) {
+bool in_system_library_folder(const MappedObject& object, const std::string& plugin_file) {
+  const std::string plugin_folder = fs::path(plugin_real_path(plugin_file)).parent_path().string();
   // By the folder of the name it was loaded as, and of its real file: a system folder's
   // symlink may point elsewhere, but only root could have made it. Subfolders count when every
   // folder on the way is root's alone (RUNPATHs into Debian's openblas-pthread, say).
@@ -125,18 +132,17 @@ bool in_system_library_folder(const MappedObject& object, const std::string& plu
   return false;
 }
 
-std::vector<std::string> companions_of(const std::string& plugin_real_path, const std::set<MappedObject>& before,
+std::vector<std::string> companions_of(const std::string& plugin_file, const std::set<MappedObject>& before,
                                        const std::set<MappedObject>& after) {
   static std::mutex mutex;
   static std::map<std::string, std::set<std::string>> recorded;  // plugin real path -> companions seen
+  const std::string plugin = plugin_real_path(plugin_file);
   std::set<std::string> found;
-  const std::string plugin_folder = fs::path(plugin_real_path).parent_path().string();
   for (const MappedObject& object : after)
-    if (before.count(object) == 0 && object.real_path != plugin_real_path &&
-        !in_system_library_folder(object, plugin_folder))
+    if (before.count(object) == 0 && object.real_path != plugin && !in_system_library_folder(object, plugin))
       found.insert(object.real_path);
   std::lock_guard<std::mutex> lock(mutex);
-  std::set<std::string>& all = recorded[plugin_real_path];
+  std::set<std::string>& all = recorded[plugin];
   all.insert(found.begin(), found.end());
   return {all.begin(), all.end()};
 }

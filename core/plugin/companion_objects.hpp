@@ -25,9 +25,9 @@ std::set<MappedObject> mapped_objects();
 // Is the object in one of the dynamic loader's own folders (/lib, /usr/lib, /lib64,
 // /usr/lib64, those /etc/ld.so.conf lists and those of the libraries in ldconfig's cache) or
 // below one through folders only root can write, by the name it was loaded as or its real
-// path, and not in `plugin_folder` or below it? Such objects are the system's, and only root
-// could have put them there; everything else a plugin maps is part of the plugin.
-bool in_system_library_folder(const MappedObject& object, const std::string& plugin_folder);
+// path, and not in the folder of `plugin_file` or below it? Such objects are the system's,
+// and only root could have put them there; everything else a plugin maps is part of the plugin.
+bool in_system_library_folder(const MappedObject& object, const std::string& plugin_file);
 
 struct CompanionObject {
   std::string path;    // real path
@@ -37,7 +37,7 @@ struct CompanionObject {
 // The objects of `after` that are neither in `before`, nor the plugin file itself, nor the
 // system's; merged with those recorded for an earlier load of the same plugin file in this
 // process (a second load maps nothing new: the first one's companions are still there).
-std::vector<std::string> companions_of(const std::string& plugin_real_path, const std::set<MappedObject>& before,
+std::vector<std::string> companions_of(const std::string& plugin_file, const std::set<MappedObject>& before,
                                        const std::set<MappedObject>& after);
 
 // Hashes each companion (cached per unchanged file, like the plugin's own hash).

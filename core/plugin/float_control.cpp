@@ -7,9 +7,8 @@ namespace arbiter {
 std::string describe_change(const FloatControl& before, const FloatControl& after) {
 #if defined(__x86_64__) || defined(__i386__)
   std::string out;
-  if ((before.mxcsr ^ after.mxcsr) & ~FloatControl::kStickyFlags) {
+  if (const uint32_t changed = (before.mxcsr ^ after.mxcsr) & ~FloatControl::kStickyFlags; changed != 0) {
     std::string what;
-    const uint32_t changed = (before.mxcsr ^ after.mxcsr) & ~FloatControl::kStickyFlags;
     auto note = [&](uint32_t bit, const char* name) {
       if (changed & bit) what += std::string(what.empty() ? "" : ", ") + name + ((after.mxcsr & bit) ? " on" : " off");
     };

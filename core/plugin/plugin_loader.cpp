@@ -25,12 +25,6 @@ constexpr size_t kMaxKernels = 65536;
 
 const char* or_empty(const char* s) { return s ? s : ""; }
 
-std::string real_path(const fs::path& path) {
-  std::error_code ec;
-  const fs::path canonical = fs::canonical(path, ec);
-  return ec ? path.string() : canonical.string();
-}
-
 // Copies a versioned struct the way its producer sized it into the host's layout:
 // fields the producer did not know stay zero, fields the host does not know are dropped.
 template <typename T>
@@ -227,7 +221,7 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::strin
   run_entry(*record, entry, library);
   record->emulated = emulated;
   if (record->state == PluginState::loaded) {
-    record->companions = hash_companions(companions_of(real_path(path), mapped_before, mapped_objects()));
+    record->companions = hash_companions(companions_of(path.string(), mapped_before, mapped_objects()));
     record->sha256 = plugin_identity(record->file_sha256, record->companions);
     for (const CompanionObject& companion : record->companions)
       logger().info("plugin '{}' mapped {} (sha256 {}): part of its identity", record->name, companion.path,

@@ -36,17 +36,20 @@ int open_descriptors() {
   return count;
 }
 
+ProcessState::Disposition disposition_of(int sig) {
+  struct sigaction action {};
+  if (::sigaction(sig, nullptr, &action) != 0) return {};  // glibc's own real-time signals
+  const bool info = (action.sa_flags & SA_SIGINFO) != 0;
+  return {true, info ? reinterpret_cast<void*>(action.sa_sigaction) : reinterpret_cast<void*>(action.sa_handler),
+          action.sa_flags & ~kRestorer};
+}
+
 }  // namespace
 
-ProcessState ProcessState::now() {
+ProcessState ProcessState::now(bool count_descriptors) {
   ProcessState s;
-  for (int sig = 1; sig < NSIG; ++sig) {
-    struct sigaction action {};
-    if (::sigaction(sig, nullptr, &action) != 0) continue;  // glibc's own real-time signals
-    const bool info = (action.sa_flags & SA_SIGINFO) != 0;
-    s.signals.push_back({sig, info ? reinterpret_cast<void*>(action.sa_sigaction) : reinterpret_cast<void*>(action.sa_handler),
-                         action.sa_flags & ~kRestorer});
-  }
+  s.signals.resize(NSIG);
+  for (int sig = 1; sig < NSIG; ++sig) s.signals[sig] = disposition_of(sig);
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)
     if (line.rfind("Umask:", 0) == 0) {
@@ -55,18 +58,17 @@ ProcessState ProcessState::now() {
     }
   char cwd[PATH_MAX];
   if (::getcwd(cwd, sizeof cwd) != nullptr) s.cwd = cwd;
-  s.descriptors = open_descriptors();
+  if (count_descriptors) s.descriptors = open_descriptors();
   return s;
 }
 
 std::string ProcessState::changes_since(const ProcessState& before, int descriptor_slack) const {
   std::string out;
   auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
-  for (const Disposition& was : before.signals)
-    for (const Disposition& is : signals)
-      if (is.signal == was.signal && (is.handler != was.handler || is.flags != was.flags))
-        add(fmt::format("{} ({}): {} -> {}", ::strsignal(is.signal), is.signal, handler_name(was.handler),
-                        handler_name(is.handler)));
+  for (size_t sig = 1; sig < signals.size() && sig < before.signals.size(); ++sig)
+    if (!(signals[sig] == before.signals[sig]))
+      add(fmt::format("{} ({}): {} -> {}", ::strsignal(static_cast<int>(sig)), sig, handler_name(before.signals[sig].handler),
+                      handler_name(signals[sig].handler)));
   if (umask_known && before.umask_known && umask != before.umask)
     add(fmt::format("umask {:03o} -> {:03o}", before.umask, umask));
   if (!cwd.empty() && !before.cwd.empty() && cwd != before.cwd) add("working directory " + before.cwd + " -> " + cwd);
@@ -78,21 +80,20 @@ std::string ProcessState::changes_since(const ProcessState& before, int descript
 }
 
 void ProcessState::restore() const {
-  const ProcessState current = now();
-  for (const Disposition& was : signals)
-    for (const Disposition& is : current.signals)
-      if (is.signal == was.signal && (is.handler != was.handler || is.flags != was.flags)) {
-        struct sigaction action {};
-        ::sigaction(was.signal, nullptr, &action);  // the mask as it is; handler and flags as they were
-        action.sa_flags = was.flags;
-        if (was.flags & SA_SIGINFO)
-          action.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(was.handler);
-        else
-          action.sa_handler = reinterpret_cast<void (*)(int)>(was.handler);
-        ::sigaction(was.signal, &action, nullptr);
-      }
+  for (size_t sig = 1; sig < signals.size(); ++sig) {
+    const Disposition& was = signals[sig];
+    if (!was.known || disposition_of(static_cast<int>(sig)) == was) continue;
+    struct sigaction action {};
+    ::sigaction(static_cast<int>(sig), nullptr, &action);  // the mask as it is; handler and flags as they were
+    action.sa_flags = was.flags;
+    if (was.flags & SA_SIGINFO)
+      action.sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(was.handler);
+    else
+      action.sa_handler = reinterpret_cast<void (*)(int)>(was.handler);
+    ::sigaction(static_cast<int>(sig), &action, nullptr);
+  }
   if (umask_known) ::umask(umask);
-  if (!cwd.empty() && current.cwd != cwd) (void)::chdir(cwd.c_str());
+  if (!cwd.empty()) (void)::chdir(cwd.c_str());
 }
 
 }  // namespace arbiter

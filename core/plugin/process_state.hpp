@@ -16,17 +16,19 @@ namespace arbiter {
 
 struct ProcessState {
   struct Disposition {
-    int signal = 0;
+    bool known = false;       // sigaction() reports it (not glibc's own real-time signals)
     void* handler = nullptr;  // SIG_DFL, SIG_IGN or the function
     int flags = 0;
+    bool operator==(const Disposition& o) const { return known == o.known && handler == o.handler && flags == o.flags; }
   };
-  std::vector<Disposition> signals;  // every signal sigaction() reports
+  std::vector<Disposition> signals;  // indexed by signal number, 1 to NSIG - 1
   mode_t umask = 0;
   bool umask_known = false;          // from /proc/self/status (Linux 4.7 and later)
   std::string cwd;
-  int descriptors = -1;              // open file descriptors; -1 if /proc/self/fd cannot be read
+  int descriptors = -1;              // open file descriptors; -1 if not counted or unreadable
 
-  static ProcessState now();
+  // Descriptors are counted (a listing of /proc/self/fd) only when asked.
+  static ProcessState now(bool count_descriptors = true);
   // What differs from `before` in words ("SIGPIPE: ignored -> default, umask 022 -> 000"), ""
   // if nothing; descriptors count as a change only past `descriptor_slack` more.
   std::string changes_since(const ProcessState& before, int descriptor_slack) const;

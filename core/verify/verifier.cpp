@@ -92,7 +92,6 @@ class HostStateWatch {
   explicit HostStateWatch(bool here) : here_(here) {
     if (here_) before_ = ProcessState::now();
   }
-  bool here() const { return here_; }
   bool broken() const { return broken_.load(std::memory_order_acquire); }
   // After a launch here (any thread): compares every kStride-th time; a change is put back
   // and kept for finish().

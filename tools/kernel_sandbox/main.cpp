@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -75,15 +74,15 @@ std::string state_changed() {
   return changes.empty() ? "" : "the kernel changed the process's state and left it so: " + changes;
 }
 
-// The objects mapped once the plugin was loaded, and its folder. Code a kernel maps later
-// (a library it dlopens at its first launch) is not in the identity the host hashed at load
+// The objects mapped once the plugin was loaded, and its file. Code a kernel maps later (a
+// library it dlopens at its first launch) is not in the identity the host hashed at load
 // (plugin/companion_objects.hpp), so a launch that maps any is refused.
 std::set<MappedObject> loaded_objects;
-std::string plugin_folder;
+std::string plugin_file;
 
 std::string code_mapped_since_load() {
   for (const MappedObject& object : mapped_objects())
-    if (loaded_objects.count(object) == 0 && !in_system_library_folder(object, plugin_folder))
+    if (loaded_objects.count(object) == 0 && !in_system_library_folder(object, plugin_file))
       return "the kernel mapped " + object.real_path +
              " during a launch: code outside the plugin's identity (a plugin's own libraries must be loaded by its "
              "entry function, where the host hashes them)";
@@ -163,7 +162,7 @@ int main(int argc, char** argv) {
 
   loaded_state = ProcessState::now();
   loaded_objects = mapped_objects();
-  plugin_folder = std::filesystem::canonical(argv[1]).parent_path().string();
+  plugin_file = argv[1];
   std::vector<std::thread> channels;
   for (int c = 0; c < kChannels; ++c)
     channels.emplace_back(serve, kFirstChannelFd + c, std::cref(*kernel), static_cast<std::byte*>(mapped));
