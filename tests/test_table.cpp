@@ -288,7 +288,9 @@ TEST_CASE("table: merge never compares times of different plugin builds, the new
 
 TEST_CASE("table: a winner that ran without a verdict is not recorded as verified") {
   const auto context = test::make_context(test::config_loading(
-      {test::fixture_file("speeds")}, test::trusting({test::fixture_file("speeds")}) + "[tune]\nbudget_ms = 20\n"));
+      {test::fixture_file("speeds")}, test::trusting({test::fixture_file("speeds")}) +
+                                         // The oracle runs about as fast as speeds' kernels: out of the race.
+                                         "[tune]\nbudget_ms = 20\nexclude = [\"reference.softmax\"]\n"));
   const arb_problem p = parse_problem("softmax f32 rows=4 cols=512").problem;
   const TuneResult r = context->tuner().tune(p, nullptr);
   REQUIRE(r.winning() != nullptr);
