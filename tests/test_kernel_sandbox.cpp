@@ -129,7 +129,8 @@ TEST_CASE("a sandbox loads only the file the host hashed, and says so") {
   KernelRecord claimed = real;
   claimed.plugin = &other;
   std::string why_not;
-  const std::unique_ptr<KernelSandbox> sandbox = KernelSandbox::start(claimed, 10, &why_not);
+  const std::unique_ptr<KernelSandbox> sandbox =
+      KernelSandbox::start(claimed, context->device(), KernelSandbox::TimeLimit{10}, &why_not);
   REQUIRE_MESSAGE(sandbox != nullptr, why_not);
   CHECK_MESSAGE(sandbox->ended().find("could not load the kernel: the plugin file changed") != std::string::npos,
                 sandbox->ended());

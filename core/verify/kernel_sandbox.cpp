@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -31,10 +32,13 @@ using Clock = std::chrono::steady_clock;
 
 // CPU memory in a shared mapping, handed out by a bump pointer: a verification frees nothing
 // it allocates before it ends (so that every run gets new addresses), and the mapping goes
-// with the sandbox. Everything but allocation is the CPU's.
+// with the sandbox. It stands for the device the kernel's problems are on (type,
+// fingerprint, emulated): for a GPU the sandbox mirrors each allocation in device memory of
+// its own (sandbox_protocol.hpp). Copies and fills are the CPU's.
 class SharedMemoryDevice final : public Device {
  public:
-  SharedMemoryDevice(std::byte* base, int memfd) : cpu_(make_cpu_device()), base_(base), memfd_(memfd) {}
+  SharedMemoryDevice(std::byte* base, int memfd, const Device& stands_for)
+      : cpu_(make_cpu_device()), stands_for_(stands_for), base_(base), memfd_(memfd) {}
   ~SharedMemoryDevice() override {
     ::munmap(base_, kArenaBytes);
     ::close(memfd_);
@@ -45,9 +49,21 @@ class SharedMemoryDevice final : public Device {
   }
   uint64_t offset_of(const void* p) const { return static_cast<uint64_t>(static_cast<const std::byte*>(p) - base_); }
   int memfd() const { return memfd_; }
+  // The allocation `p` lies in: {offset, bytes}, or {kNoOperand, 0} outside every one.
+  std::pair<uint64_t, uint64_t> allocation_of(const void* p) const {
+    const uint64_t at = offset_of(p);
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Allocations are in address order (a bump pointer): the last that starts at or before p.
+    auto after = std::upper_bound(allocations_.begin(), allocations_.end(), std::make_pair(at, ~uint64_t(0)));
+    if (after == allocations_.begin()) return {kNoOperand, 0};
+    const auto& [offset, bytes] = *(after - 1);
+    if (at >= offset + bytes) return {kNoOperand, 0};
+    return {offset, bytes};
+  }
 
-  DLDeviceType type() const override { return kDLCPU; }
-  const DeviceFingerprint& fingerprint() const override { return cpu_->fingerprint(); }
+  DLDeviceType type() const override { return stands_for_.type(); }
+  bool emulated() const override { return stands_for_.emulated(); }
+  const DeviceFingerprint& fingerprint() const override { return stands_for_.fingerprint(); }
   DeviceMemory allocate(size_t bytes) override {
     const size_t rounded = std::max<size_t>(256, (bytes + 255) / 256 * 256);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -55,6 +71,7 @@ class SharedMemoryDevice final : public Device {
       fail(ARB_ERR_OUT_OF_MEMORY, fmt::format("the sandbox's shared memory ({} GiB) cannot hold {} more bytes",
                                               kArenaBytes >> 30, bytes));
     void* p = base_ + next_;
+    allocations_.emplace_back(next_, rounded);
     next_ += rounded;
     return DeviceMemory(p, bytes, [](void*) {});
   }
@@ -76,10 +93,12 @@ class SharedMemoryDevice final : public Device {
 
  private:
   std::unique_ptr<Device> cpu_;
+  const Device& stands_for_;
   std::byte* base_;
   int memfd_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   size_t next_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> allocations_;  // {offset, bytes}, in address order
 };
 
 // An fd at 16 or above (close-on-exec): dup2 onto the child's fixed numbers must not find
@@ -120,12 +139,18 @@ Received receive_exact(int fd, void* data, size_t size, Clock::time_point deadli
   return Received::whole;
 }
 
+// What the sandbox is told to launch on: the CPU, a GPU, or the emulator standing in for one.
+const char* device_argument(const Device& device) {
+  if (device.type() == kDLCPU) return "cpu";
+  return device.emulated() ? "cuda-emulated" : "cuda";
+}
+
 }  // namespace
 
 std::filesystem::path sandbox_program_path() { return helper_program_path("arbiter-kernel-sandbox"); }
 
-std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, double time_limit_seconds,
-                                                    std::string* why_not) {
+std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, const Device& device,
+                                                    const TimeLimit& limit, std::string* why_not) {
   const std::filesystem::path program = sandbox_program_path();
   std::error_code ec;
   if (program.empty() || !std::filesystem::is_regular_file(program, ec)) {
@@ -144,8 +169,8 @@ std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, 
     ::close(memfd);
     return nullptr;
   }
-  auto device = std::make_unique<SharedMemoryDevice>(static_cast<std::byte*>(base), high_fd(memfd));
-  const int shared_memory_fd = device->memfd();
+  auto shared = std::make_unique<SharedMemoryDevice>(static_cast<std::byte*>(base), high_fd(memfd), device);
+  const int shared_memory_fd = shared->memfd();
 
   std::vector<int> mine, theirs;
   for (int c = 0; c < kChannels; ++c) {
@@ -168,7 +193,8 @@ std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, 
   for (int c = 0; c < kChannels; ++c) posix_spawn_file_actions_adddup2(&actions, theirs[c], kFirstChannelFd + c);
   posix_spawn_file_actions_addclosefrom_np(&actions, kFirstChannelFd + kChannels);  // nothing else of ours
   const std::string path = program.string();
-  std::vector<std::string> argv = {path, kernel.plugin->path, kernel.plugin->file_sha256, kernel.name};
+  std::vector<std::string> argv = {path, kernel.plugin->path, kernel.plugin->file_sha256, kernel.name,
+                                   device_argument(device)};
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -182,9 +208,9 @@ std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, 
     return nullptr;
   }
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(time_limit_seconds));
+                                           std::chrono::duration<double>(limit.seconds));
   std::unique_ptr<KernelSandbox> sandbox(
-      new KernelSandbox(pid, std::move(mine), std::move(device), deadline, time_limit_seconds));
+      new KernelSandbox(pid, std::move(mine), std::move(shared), deadline, limit));
   Reply ready{};
   switch (receive_exact(sandbox->channels_[0], &ready, sizeof ready, deadline)) {
     case Received::timed_out: sandbox->end(sandbox->time_out_text() + " while loading the plugin", true); break;
@@ -199,12 +225,12 @@ std::unique_ptr<KernelSandbox> KernelSandbox::start(const KernelRecord& kernel, 
 }
 
 KernelSandbox::KernelSandbox(int pid, std::vector<int> channels, std::unique_ptr<Device> device,
-                             Clock::time_point deadline, double time_limit_seconds)
+                             Clock::time_point deadline, TimeLimit limit)
     : pid_(pid),
       channels_(std::move(channels)),
       device_(std::move(device)),
       deadline_(deadline),
-      time_limit_seconds_(time_limit_seconds),
+      limit_(std::move(limit)),
       free_channels_(channels_) {}
 
 KernelSandbox::~KernelSandbox() {
@@ -219,7 +245,7 @@ KernelSandbox::~KernelSandbox() {
 }
 
 std::string KernelSandbox::time_out_text() const {
-  return fmt::format("did not finish within {:.0f} s (verify.time_limit_s) and was killed", time_limit_seconds_);
+  return fmt::format("did not finish within {:.0f} s ({}) and was killed", limit_.seconds, limit_.setting);
 }
 
 std::string KernelSandbox::ended() const {
@@ -276,13 +302,19 @@ std::string KernelSandbox::launch(const arb_problem& problem, const arb_operands
   int i = 0;
   bool outside = false;
   for_each_pointer(pointers, [&](auto& field) {
-    uint64_t& offset = request.offsets[i++];
-    offset = kNoOperand;
+    const int at = i++;
+    request.offsets[at] = request.allocation_offsets[at] = kNoOperand;
     if (field == nullptr) return;
-    if (!shared.contains(field)) outside = true;
-    else offset = shared.offset_of(field);
+    const auto [offset, bytes] = shared.contains(field) ? shared.allocation_of(field) : std::make_pair(kNoOperand, uint64_t(0));
+    if (offset == kNoOperand) {
+      outside = true;
+      return;
+    }
+    request.offsets[at] = shared.offset_of(field);
+    request.allocation_offsets[at] = offset;
+    request.allocation_bytes[at] = bytes;
   });
-  if (outside) fail(ARB_ERR_INTERNAL, "a sandboxed launch with an operand outside the sandbox's shared memory");
+  if (outside) fail(ARB_ERR_INTERNAL, "a sandboxed launch with an operand outside the sandbox's shared memory allocations");
 
   const int fd = take_channel();
   struct GiveBack {

@@ -1,4 +1,4 @@
-// An untrusted CPU kernel's launches in a process of its own (docs/verification.md,
+// An untrusted kernel's launches in a process of its own (docs/verification.md,
 // "Untrusted kernels run in a sandbox"): arbiter-kernel-sandbox, installed beside the plugin
 // folder and started with posix_spawn (no fork handlers run here), loads the kernel's plugin
 // file and launches the kernel on operands in memory shared with this process. Everything
@@ -23,17 +23,26 @@ namespace arbiter {
 
 class KernelSandbox {
  public:
-  // Starts a sandbox for `kernel`, which then has `time_limit_seconds` for everything it is
-  // asked to run. nullptr, with the reason in *why_not, when there is no sandbox program
-  // (sandbox_program_path) or no process can be started. A sandbox that starts but cannot
-  // load the kernel is returned ended (ended() says why).
-  static std::unique_ptr<KernelSandbox> start(const KernelRecord& kernel, double time_limit_seconds,
-                                              std::string* why_not);
+  // How long a sandbox has for everything it is asked to run, and the setting that says so
+  // (named when it is killed for taking longer).
+  struct TimeLimit {
+    double seconds = 120;
+    std::string setting = "verify.time_limit_s";
+  };
+
+  // Starts a sandbox for `kernel`, whose problems are on `device` (the CPU, a GPU or the
+  // emulator: the sandbox opens the same kind of device for itself). nullptr, with the
+  // reason in *why_not, when there is no sandbox program (sandbox_program_path) or no
+  // process can be started. A sandbox that starts but cannot load the kernel or open its
+  // device is returned ended (ended() says why).
+  static std::unique_ptr<KernelSandbox> start(const KernelRecord& kernel, const Device& device,
+                                              const TimeLimit& limit, std::string* why_not);
   ~KernelSandbox();  // kills the process
   KernelSandbox(const KernelSandbox&) = delete;
   KernelSandbox& operator=(const KernelSandbox&) = delete;
 
-  // CPU memory the sandbox sees too: every operand of a sandboxed launch must be in it.
+  // CPU memory the sandbox sees too, standing for the kernel's device (its type,
+  // fingerprint and emulated()): every operand of a sandboxed launch must be allocated here.
   Device& device() { return *device_; }
   // Launches the kernel there; "" on success, else the kernel's error, or (once the process
   // has ended) how it ended. Thread-safe: up to sandbox::kChannels launches run at once.
@@ -44,7 +53,7 @@ class KernelSandbox {
 
  private:
   KernelSandbox(int pid, std::vector<int> channels, std::unique_ptr<Device> device,
-                std::chrono::steady_clock::time_point deadline, double time_limit_seconds);
+                std::chrono::steady_clock::time_point deadline, TimeLimit limit);
   int take_channel();
   void give_back(int fd);
   // Records how the process ended, once: by itself (waited for a moment unless kill_now), or
@@ -56,7 +65,7 @@ class KernelSandbox {
   std::vector<int> channels_;  // the host's ends
   std::unique_ptr<Device> device_;
   std::chrono::steady_clock::time_point deadline_;
-  double time_limit_seconds_;
+  TimeLimit limit_;
   mutable std::mutex mutex_;
   std::condition_variable channel_free_;
   std::vector<int> free_channels_;

@@ -4,6 +4,11 @@
 // independently (so that concurrent launches stay concurrent). Operand pointers travel as
 // offsets into the shared memory. Nothing the sandbox sends is taken for more than a
 // launch's status and message: the host reads results from the shared memory itself.
+//
+// A sandbox for a GPU (or the emulator standing in for one) launches on device memory of its
+// own: per request it copies each operand's whole allocation (its guards included, so that
+// offsets and alignment are the host's) from the shared memory to a device buffer it keeps
+// for that allocation, launches, waits for the device, and copies every allocation back.
 #pragma once
 
 #include <arbiter/plugin.h>
@@ -13,7 +18,7 @@
 
 namespace arbiter::sandbox {
 
-inline constexpr uint64_t kMagic = 0x31646e6173627261ull;  // "arbsand1"
+inline constexpr uint64_t kMagic = 0x32646e6173627261ull;  // "arbsand2"
 inline constexpr int kArenaFd = 3;
 inline constexpr int kFirstChannelFd = 4;
 inline constexpr int kChannels = 4;  // as many launches at once as the concurrent-call check makes
@@ -27,6 +32,10 @@ struct LaunchRequest {
   uint64_t magic;
   arb_problem problem;
   uint64_t offsets[kOperandPointers];  // each operand pointer of arb_operands, in for_each_pointer's order
+  // The allocation each operand lies in (offset and bytes in the shared memory, guards
+  // included): what a device sandbox copies to the device and back.
+  uint64_t allocation_offsets[kOperandPointers];
+  uint64_t allocation_bytes[kOperandPointers];
   float alpha, beta, eps;
   uint64_t workspace_bytes;  // the sandbox allocates the workspace itself
 };

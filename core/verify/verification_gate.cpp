@@ -64,66 +64,85 @@ void VerificationGate::remember_from_table(const KernelRecord& kernel, const arb
 // Kernels on the emulator (device code built for the host) are verified in a forked child
 // with a time limit: a wild pointer or a hang there costs a verdict, not this process.
 // Untrusted CPU kernels run in a spawned sandbox instead (sandboxed): fork() from a process
-// whose other threads run OpenBLAS deadlocks in OpenBLAS's fork handler. A GPU's kernels are
-// verified here: a CUDA context does not survive fork.
+// whose other threads run OpenBLAS deadlocks in OpenBLAS's fork handler, and so do untrusted
+// GPU and emulated kernels (sandboxed, first). A GPU's kernels are otherwise verified here: a
+// CUDA context does not survive fork.
 std::optional<double> VerificationGate::child_time_limit(const KernelRecord&, const Device& device) const {
   if (device.emulated()) return emulated_verify_seconds();
   return std::nullopt;
 }
 
-// The kernels shipped in the install's own folder are part of the installation, like
-// libarbiter (verified, in this process); any other gated CPU kernel, and any AI-generated
-// one, is launched in a sandbox while it is verified.
-bool VerificationGate::sandboxed(const KernelRecord& kernel, const Device& device) const {
-  if (config_.sandbox == VerifySandbox::off || device.type() != kDLCPU || device.emulated() || !gated(kernel))
-    return false;
-  return config_.sandbox == VerifySandbox::all || kernel.plugin->origin != "install" ||
+// The kernels shipped in the install's own folders are part of the installation, like
+// libarbiter (verified in this process; on the emulator in a forked child); any other gated
+// kernel, and any AI-generated one, is launched in a sandbox while it is verified: on the
+// CPU, on a GPU (a CUDA context of its own) or on the emulator.
+bool VerificationGate::sandboxed(const KernelRecord& kernel) const {
+  if (config_.sandbox == VerifySandbox::off || !gated(kernel)) return false;
+  return config_.sandbox == VerifySandbox::all || (kernel.plugin->origin != "install" && kernel.plugin->origin != "emulated") ||
          kernel.provenance == ARB_PROVENANCE_AI_GENERATED;
 }
 
-template <typename Verify>
-Verdict VerificationGate::sandboxed_then_here(const KernelRecord& kernel, Device& device, Verify&& verify) {
+template <typename InSandbox, typename Here>
+Verdict VerificationGate::sandboxed_then_here(const KernelRecord& kernel, Device& device, InSandbox&& in_sandbox,
+                                              Here&& here) {
+  const KernelSandbox::TimeLimit limit =
+      device.emulated() ? KernelSandbox::TimeLimit{emulated_verify_seconds(), "ARBITER_EMU_VERIFY_SECONDS"}
+                        : KernelSandbox::TimeLimit{static_cast<double>(config_.time_limit_s), "verify.time_limit_s"};
   std::string why_not;
-  if (std::unique_ptr<KernelSandbox> sandbox = KernelSandbox::start(kernel, config_.time_limit_s, &why_not)) {
-    Verdict in_sandbox = verify(sandbox->device(), sandbox.get());
+  if (std::unique_ptr<KernelSandbox> sandbox = KernelSandbox::start(kernel, device, limit, &why_not)) {
+    Verdict verdict = in_sandbox(sandbox->device(), *sandbox);
     if (std::string ended = sandbox->ended(); !ended.empty())
-      return crashed_verdict(kernel, "in its sandbox", ended, false);
-    if (!in_sandbox.passed) return in_sandbox;
+      return crashed_verdict(kernel, "in its sandbox", ended, device.emulated());
+    if (!verdict.passed) return verdict;
   } else {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
-      logger().warn("{}: untrusted CPU kernels are verified in this process only (a crash or hang there ends it)",
+      logger().warn("{}: untrusted kernels are verified without a sandbox (on a CPU or a GPU, a crash or hang there "
+                    "ends this process)",
                     why_not);
   }
-  return verify(device, nullptr);
+  return here();
 }
 
 Verdict VerificationGate::verify_where_due(const KernelRecord& kernel, const KernelRecord& reference,
                                            const arb_problem& problem, const VerifyOptions& options) {
   Device& device = devices_.of(problem.device_type);
-  if (sandboxed(kernel, device))
-    return sandboxed_then_here(kernel, device, [&](Device& on, KernelSandbox* sandbox) {
-      VerifyOptions o = options;
-      o.sandbox = sandbox;
-      o.after_return_ms = config_.after_return_ms;
-      if (sandbox == nullptr) o.seed = next_seed();  // here: new inputs again
-      return verify_kernel(on, kernel, reference, problem, o);
-    });
-  if (const std::optional<double> limit = child_time_limit(kernel, device))
-    return verify_kernel_in_child(device, kernel, reference, problem, options, *limit);
-  return verify_kernel(device, kernel, reference, problem, options);
+  auto here = [&](const VerifyOptions& o) {
+    if (const std::optional<double> limit = child_time_limit(kernel, device))
+      return verify_kernel_in_child(device, kernel, reference, problem, o, *limit);
+    return verify_kernel(device, kernel, reference, problem, o);
+  };
+  if (!sandboxed(kernel)) return here(options);
+  return sandboxed_then_here(
+      kernel, device,
+      [&](Device& shared, KernelSandbox& sandbox) {
+        VerifyOptions o = options;
+        o.sandbox = &sandbox;
+        o.after_return_ms = config_.after_return_ms;
+        return verify_kernel(shared, kernel, reference, problem, o);
+      },
+      [&] {
+        VerifyOptions o = options;
+        o.seed = next_seed();  // here: new inputs again
+        return here(o);
+      });
 }
 
 Verdict VerificationGate::full_size_where_due(const KernelRecord& kernel, const KernelRecord& reference,
                                               const arb_problem& problem, uint64_t seed, double tolerance) {
   Device& device = devices_.of(problem.device_type);
-  if (sandboxed(kernel, device))
-    return sandboxed_then_here(kernel, device, [&](Device& on, KernelSandbox* sandbox) {
-      return check_full_size(on, kernel, reference, problem, sandbox ? seed : next_seed(), tolerance, sandbox);
-    });
-  if (const std::optional<double> limit = child_time_limit(kernel, device))
-    return check_full_size_in_child(device, kernel, reference, problem, seed, tolerance, *limit);
-  return check_full_size(device, kernel, reference, problem, seed, tolerance);
+  auto here = [&](uint64_t s) {
+    if (const std::optional<double> limit = child_time_limit(kernel, device))
+      return check_full_size_in_child(device, kernel, reference, problem, s, tolerance, *limit);
+    return check_full_size(device, kernel, reference, problem, s, tolerance);
+  };
+  if (!sandboxed(kernel)) return here(seed);
+  return sandboxed_then_here(
+      kernel, device,
+      [&](Device& shared, KernelSandbox& sandbox) {
+        return check_full_size(shared, kernel, reference, problem, seed, tolerance, &sandbox);
+      },
+      [&] { return here(next_seed()); });
 }
 
 bool VerificationGate::quarantine(const KernelRecord& kernel, const std::string& reason) {

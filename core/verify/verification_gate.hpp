@@ -81,12 +81,12 @@ class VerificationGate {
   // nullopt: verified in this one.
   std::optional<double> child_time_limit(const KernelRecord& kernel, const Device& device) const;
   // Are this kernel's launches run in a sandbox process (verify.sandbox)?
-  bool sandboxed(const KernelRecord& kernel, const Device& device) const;
-  // `verify(device, sandbox)` with the kernel in a sandbox and then, if it passed, here (a
-  // kernel that behaves only in the sandbox is caught too); a sandbox that ended is a failed
-  // verdict. Without a sandbox program: here only, with a warning.
-  template <typename Verify>
-  Verdict sandboxed_then_here(const KernelRecord& kernel, Device& device, Verify&& verify);
+  bool sandboxed(const KernelRecord& kernel) const;
+  // `in_sandbox(shared memory, sandbox)` with the kernel in a sandbox and then, if it passed,
+  // `here()` (a kernel that behaves only in the sandbox is caught too); a sandbox that ended
+  // is a failed verdict. Without a sandbox program: here only, with a warning.
+  template <typename InSandbox, typename Here>
+  Verdict sandboxed_then_here(const KernelRecord& kernel, Device& device, InSandbox&& in_sandbox, Here&& here);
   // The verification of `run` or check_full_size, wherever this kernel's is run.
   Verdict verify_where_due(const KernelRecord& kernel, const KernelRecord& reference, const arb_problem& problem,
                            const VerifyOptions& options);

@@ -61,6 +61,15 @@ inline std::string gpu_config(const std::vector<std::string>& files, const std::
   return config_loading(files, extra) + (emulated() ? "[cuda]\ndevice = \"emulated\"\n" : "");
 }
 
+// The shipped plugins as an installation finds them (the install's own folders: the build
+// tree's lib/arbiter/plugins, and plugins-emulated on the emulator), so that their kernels
+// are verified as installed ones are: the hand-written ones in this process (on the
+// emulator in a forked child), the AI-generated ones in the kernel sandbox.
+inline std::string installed_gpu_config(const std::string& extra = "") {
+  return "log_level = \"error\"\n[plugins]\nsearch_default_paths = true\n" + extra +
+         (emulated() ? "[cuda]\ndevice = \"emulated\"\n" : "");
+}
+
 // The CUDA device the tests run on: the GPU, or the emulator.
 inline std::unique_ptr<Device> make_test_cuda_device(std::string* why) {
   return emulated() ? make_emulated_cuda_device(why) : make_cuda_device(0, why);

@@ -94,12 +94,14 @@ bool is_algo_config(const KernelRecord& k) {
 }  // namespace
 
 TEST_CASE("every CUDA kernel passes the verification gate against the reference") {
-  const auto context = test::make_context(test::gpu_config(test::cuda_plugins(), "[verify]\nallow_tf32 = true\n"));
+  // Installed: the hand-written kernels verified here, the generated ones in their sandbox.
+  const auto context = test::make_context(test::installed_gpu_config("[verify]\nallow_tf32 = true\n"));
   for (const char* plugin : {"cublaslt", "generated", "cuda"}) {
     if (test::emulated() && std::string(plugin) == "cublaslt") continue;  // NVIDIA's binary: no emulated build
     const PluginRecord* record = test::plugin_named(*context, plugin);
     REQUIRE_MESSAGE(record != nullptr, plugin);
     REQUIRE_MESSAGE(record->state == PluginState::loaded, plugin, ": ", record->reason);
+    CHECK(record->origin == (test::emulated() ? "emulated" : "install"));
   }
   std::vector<std::string> all = gemm_problems(), norms = norm_problems();
   const std::vector<std::string> configs = algo_config_problems();
