@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include "arbiter_base/strict_toml.hpp"
+#include "arbiter_base/text_file.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -120,9 +121,9 @@ void save_state(const RunState& state, const std::string& path) {
 RunState load_state(const std::string& path) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw std::runtime_error(fmt::format("{}: {}", path, e.description()));
+    root = parse_toml_document(read_text_file(path, "GPU check state"), path);
+  } catch (const InputError& e) {
+    throw std::runtime_error(e.what());
   }
   RunState s;
   s.device = get<std::string>(root, "device", "");

@@ -4,10 +4,13 @@
 #include "arbiter_base/path_list.hpp"
 #include "arbiter_base/sha256.hpp"
 #include "arbiter_base/strict_toml.hpp"
+#include "arbiter_base/text_file.hpp"
 
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -119,6 +122,73 @@ TEST_CASE("base.strict TOML: a syntax error names the source, line and column") 
     message = e.what();
   }
   CHECK(message.rfind("bad.toml:2:", 0) == 0);
+}
+
+namespace {
+std::string syntax_error(const std::string& text) {
+  try {
+    parse_toml_document(text, "t.toml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// toml++ 3.3.0 reaches undefined behaviour on these (toml_screen.hpp): each must be an error
+// with a position, from the screen, before toml++ sees it.
+TEST_CASE("base.strict TOML: text that would reach toml++ 3.3.0's bugs is refused with its position") {
+  struct Case {
+    std::string text, error;
+  };
+  const std::string outside = "a non-ASCII character outside a string or comment";
+  const std::string header = "a table header whose name starts with neither a bare-key character nor a quote";
+  for (const Case& c : {Case{"[[[1]]]", "t.toml:1:3: " + header}, Case{"[[[a]]]", "t.toml:1:3: " + header},
+                        Case{"[[=", "t.toml:1:3: " + header}, Case{"x = 1\n  [ [a]]\n", "t.toml:2:5: " + header},
+                        Case{"[]", "t.toml:1:2: " + header},
+                        Case{std::string("\xEF\xBB\xBC\x5B", 4), "t.toml:1:1: " + outside},
+                        Case{"\xC3\xA9 = 1", "t.toml:1:1: " + outside}, Case{"[\xC3\xA9]", "t.toml:1:2: " + header},
+                        Case{"a = 1 \xC3\xA9", "t.toml:1:7: " + outside},
+                        Case{"a = [1,\n\xEF\xBB\xBC]", "t.toml:2:1: " + outside},
+                        Case{"a = 1979-05-27 1#", "t.toml:1:5: a malformed date or date-time"},
+                        Case{"a = [\n}", "t.toml:2:1: a value is missing before this character"},
+                        // Valid TOML, but toml++ tests the non-ASCII character after a
+                        // line-ending backslash for whitespace: refused too.
+                        Case{"a = \"\"\"x \\\n  \xC3\xA9\"\"\"", "t.toml:2:3: a backslash before a non-ASCII character in a string"}}) {
+    CAPTURE(c.text);
+    CHECK(syntax_error(c.text) == c.error);
+  }
+}
+
+TEST_CASE("base.strict TOML: the screen passes valid documents that look like its faults") {
+  for (const std::string& text : {
+           std::string("\xEF\xBB\xBF" "a = 1\n"),                       // a byte-order mark
+           std::string("a = \"\xC3\xA9 \xEF\xBB\xBC\"  # \xC3\xA9\n"),  // non-ASCII in strings and comments
+           std::string("a = '''\n[[[1]]]\n\xC3\xA9'''\n"),             // a header's look-alike in a string
+           std::string("a = \"\"\"\n[[[x]]] \\\"\"\" \\\n  e\xC3\xA9\"\"\"\"\nb = 1\n"),
+           std::string("m = [\n  [1, 2],\n  [[3]],\n]\n[[t]]\nx = 1\n[ \"q\" . r ]\n"),  // arrays at a line's start
+           std::string("s = 'it'\n[[ t ]]\n"),
+       }) {
+    CAPTURE(text);
+    CHECK(syntax_error(text) == "");
+  }
+}
+
+TEST_CASE("base.strict TOML: every TOML file in the project passes the screen") {
+  namespace fs = std::filesystem;
+  int files = 0;
+  for (const char* folder : {"configs", "bench", "plugins", "tests", "examples", "docs"}) {
+    const fs::path root = fs::path(ARBITER_TEST_SOURCE_DIR) / folder;
+    if (!fs::is_directory(root)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(root)) {
+      if (entry.path().extension() != ".toml" || !entry.is_regular_file()) continue;
+      CAPTURE(entry.path().string());
+      const std::optional<TomlScreenError> e = screen_toml(read_text_file(entry.path().string(), "test"));
+      CHECK_MESSAGE(!e.has_value(), (e ? std::to_string(e->line) + ":" + std::to_string(e->column) + " " + e->what : ""));
+      ++files;
+    }
+  }
+  CHECK(files >= 10);
 }
 
 TEST_CASE("base.sha256 matches the standard test vectors, whole or fed in pieces") {

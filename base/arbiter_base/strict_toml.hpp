@@ -6,6 +6,7 @@
 #pragma once
 
 #include "arbiter_base/input_error.hpp"
+#include "arbiter_base/toml_screen.hpp"
 
 #include <toml++/toml.h>
 
@@ -27,7 +28,10 @@ inline std::string toml_position(const std::string& source, const toml::source_p
 }
 
 // A whole document; a syntax error becomes InputError("source:line:column: description").
+// Text that would reach one of toml++ 3.3.0's bugs is refused first (toml_screen.hpp).
 inline toml::table parse_toml_document(std::string_view text, const std::string& source) {
+  if (const std::optional<TomlScreenError> e = screen_toml(text))
+    throw InputError(source + ':' + std::to_string(e->line) + ':' + std::to_string(e->column) + ": " + e->what);
   try {
     return toml::parse(text, source);
   } catch (const toml::parse_error& e) {
