@@ -4,15 +4,20 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
 
 namespace arbiter {
 namespace {
+
+namespace fs = std::filesystem;
 
 [[noreturn]] void io_error(arb_status status, const std::string& what, const std::string& path) {
   fail(status, fmt::format("{} '{}': {}", what, path, std::strerror(errno)));
@@ -30,21 +35,64 @@ void write_all(int fd, std::string_view text, const std::string& path, arb_statu
   }
 }
 
+// "<target>.tmp-<pid>-": the prefix of this process's temporaries for `target`.
+std::string temporary_prefix(const fs::path& target, long pid) { return fmt::format("{}.tmp-{}-", target.string(), pid); }
+
+// Removes temporaries for `target` that writers killed between naming and renaming left
+// behind: those whose process no longer exists.
+void remove_stray_temporaries(const fs::path& target) {
+  std::error_code ec;
+  const std::string stem = target.filename().string() + ".tmp-";
+  for (const auto& entry : fs::directory_iterator(target.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + stem.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) fs::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::string_view text, arb_status status) {
-  const std::filesystem::path target = std::filesystem::absolute(path);
+  const fs::path target = fs::absolute(path);
+  // The target's permission bits, kept; a target with no write bit, or one this process may
+  // not write, is refused (rename() would replace it all the same).
+  mode_t mode = 0644;
+  struct stat existing {};
+  if (::stat(target.c_str(), &existing) == 0) {
+    if (!S_ISREG(existing.st_mode))
+      fail(status, fmt::format("cannot replace '{}': not a regular file", target.string()));
+    if ((existing.st_mode & 0222) == 0 || ::access(target.c_str(), W_OK) != 0)
+      fail(status, fmt::format("'{}' is read-only (mode {:04o}): it is not replaced; make it writable to update it",
+                               target.string(), existing.st_mode & 07777));
+    mode = existing.st_mode & 07777;
+  }
+  remove_stray_temporaries(target);
+
   std::random_device random;
-  const std::string temporary =
-      fmt::format("{}.tmp-{}-{:08x}", target.string(), static_cast<long>(::getpid()), random());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) io_error(status, "cannot create", temporary);
+  const std::string temporary = temporary_prefix(target, static_cast<long>(::getpid())) + fmt::format("{:08x}", random());
+  // Unnamed until it is whole; a folder whose file system has no O_TMPFILE gets a named one.
+  // (Naming it goes through /proc/self/fd.)
+  int fd = ::access("/proc/self/fd", X_OK) == 0
+               ? ::open(target.parent_path().c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, mode)
+               : -1;
+  const bool unnamed = fd >= 0;
+  if (!unnamed) fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) io_error(status, "cannot create", unnamed ? target.parent_path().string() : temporary);
+  bool named = !unnamed;
   try {
     write_all(fd, text, temporary, status);
+    if (::fchmod(fd, mode) != 0) io_error(status, "cannot set the mode of", temporary);  // the umask trimmed it
     if (::fsync(fd) != 0) io_error(status, "cannot flush", temporary);
+    if (unnamed) {
+      const std::string self = fmt::format("/proc/self/fd/{}", fd);
+      if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, temporary.c_str(), AT_SYMLINK_FOLLOW) != 0)
+        io_error(status, "cannot name", temporary);
+      named = true;
+    }
   } catch (...) {
     ::close(fd);
-    ::unlink(temporary.c_str());
+    if (named) ::unlink(temporary.c_str());
     throw;
   }
   ::close(fd);

@@ -1,6 +1,10 @@
-// Writing a file so that readers see the old content or the new, never half of either: a
-// temporary file beside the target, flushed, renamed over it, the folder flushed. A writer
-// killed at any point leaves the previous file (and perhaps a stray temporary).
+// Writing a file so that readers see the old content or the new, never half of either. The
+// new content is written to an unnamed file in the target's folder (O_TMPFILE), flushed, given
+// a temporary name and renamed over the target, and the folder flushed: a writer killed while
+// writing leaves nothing behind, and one killed in the two calls between naming and renaming
+// leaves a temporary that the next write to the same target removes. A target without write
+// permission (a table made read-only on purpose) is never replaced; a replaced target keeps
+// its permission bits.
 #pragma once
 
 #include <arbiter/types.h>
@@ -10,8 +14,8 @@
 
 namespace arbiter {
 
-// Throws Failure(status, "<what> '<path>': <errno text>") when a step fails; the temporary
-// is removed then.
+// Throws Failure(status, "<what> '<path>': <why>") when a step fails; the temporary is
+// removed then.
 void write_file_atomically(const std::string& path, std::string_view text, arb_status status);
 
 }  // namespace arbiter
