@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -239,7 +241,7 @@ TEST_CASE("arb_rmsnorm and arb_softmax: shape, stride and aliasing errors") {
   }
   bad = r;
   bad.y = &x.t;
-  CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y must not overlap x");
+  CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps x in memory");
   bad = r;
   bad.eps = -1.0f;
   CHECK_STATUS(arb_rmsnorm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "eps must be >= 0");
@@ -270,7 +272,7 @@ TEST_CASE("arb_rmsnorm and arb_softmax: shape, stride and aliasing errors") {
   CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y is NULL");
   sbad = s;
   sbad.y = &x.t;
-  CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y must not overlap x");
+  CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps x in memory");
   {
     Tensor bf(o.y.data(), {3, 5}, DLDataType{kDLBfloat, 16, 1});
     sbad = s;
@@ -286,6 +288,136 @@ TEST_CASE("arb_rmsnorm and arb_softmax: shape, stride and aliasing errors") {
   sbad = s;
   sbad.struct_size = 8;
   CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "struct_size");
+}
+
+// Sizes and addresses are checked before anything is touched: every product of shape,
+// stride and element size is checked for overflow, and an output may share no memory with
+// an input (but c = d exactly). A failed call writes nothing.
+TEST_CASE("arb_gemm, arb_rmsnorm and arb_softmax: overflowing sizes, wild addresses and overlapping operands") {
+  PublicContext pc;
+  Operands o;
+  Tensor a(o.a.data(), {4, 5}), b(o.b.data(), {5, 6}), d(o.d.data(), {4, 6}), bias(o.bias.data(), {6});
+  arb_gemm_args g = ARB_GEMM_ARGS_INIT;
+  g.a = &a.t;
+  g.b = &b.t;
+  g.d = &d.t;
+  g.bias = &bias.t;
+  REQUIRE(arb_gemm(pc.ctx, &g, nullptr) == ARB_OK);
+  std::fill(o.d.begin(), o.d.end(), -7.0f);
+  arb_gemm_args bad = g;
+  {
+    // m = 2^61: the rows of a fit an int64, their bytes do not.
+    Tensor huge(o.a.data(), {int64_t(1) << 61, 5});
+    Tensor huge_d(o.d.data(), {int64_t(1) << 61, 6});
+    bad = g;
+    bad.a = &huge.t;
+    bad.d = &huge_d.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "span more memory than an address can reach");
+  }
+  {
+    Tensor max_rows(o.a.data(), {INT64_MAX, 5});
+    bad = g;
+    bad.a = &max_rows.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "a:");
+  }
+  {
+    Tensor max_stride(o.a.data(), {4, 5}, DLDataType{kDLFloat, 32, 1}, {INT64_MAX, 1});
+    bad = g;
+    bad.a = &max_stride.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "span more memory than an address can reach");
+  }
+  {
+    // Leading dimensions whose product overflows (rmsnorm collapses them into rows).
+    std::vector<float> one(5, 1.0f), out(5);
+    Tensor x(one.data(), {int64_t(1) << 40, int64_t(1) << 40, 5}), y(out.data(), {int64_t(1) << 40, int64_t(1) << 40, 5});
+    arb_softmax_args s = ARB_SOFTMAX_ARGS_INIT;
+    s.x = &x.t;
+    s.y = &y.t;
+    CHECK_STATUS(arb_softmax(pc.ctx, &s, nullptr), ARB_ERR_INVALID_ARGUMENT, "the product of its sizes overflows");
+  }
+  {
+    Tensor wrapped(o.a.data(), {4, 5});
+    wrapped.t.byte_offset = ~uint64_t(0) - 8;
+    bad = g;
+    bad.a = &wrapped.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "byte_offset");
+  }
+  {
+    Tensor misaligned(o.a.data(), {4, 4});
+    misaligned.t.byte_offset = 2;  // f32 at an odd half-word
+    bad = g;
+    bad.a = &misaligned.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "not aligned for its dtype (address % 4 = 2)");
+  }
+  {
+    Tensor many(o.a.data(), {4, 5});
+    many.t.ndim = 1000;
+    bad = g;
+    bad.a = &many.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "ndim = 1000");
+    many.t.ndim = -1;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "ndim = -1");
+  }
+  bad = g;
+  bad.reserved = 1;
+  CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "reserved must be 0");
+
+  // Overlaps: d with b exactly, d with a partly, d with bias, c partly over d.
+  {
+    std::vector<float> shared(64, 0.5f);
+    Tensor b_in(shared.data(), {5, 6}), d_on_b(shared.data(), {4, 6});
+    bad = g;
+    bad.b = &b_in.t;
+    bad.d = &d_on_b.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "d overlaps b in memory");
+    Tensor a_in(shared.data(), {4, 5}), d_past_a(shared.data() + 10, {4, 6});
+    bad = g;
+    bad.a = &a_in.t;
+    bad.d = &d_past_a.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "d overlaps a in memory");
+    Tensor bias_in_d(o.d.data() + 18, {6});
+    bad = g;
+    bad.bias = &bias_in_d.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "d overlaps bias in memory");
+    Tensor c_shifted(o.d.data() + 1, {4, 6}, DLDataType{kDLFloat, 32, 1}, {6, 1});
+    bad = g;
+    bad.beta = 1.0f;
+    bad.c = &c_shifted.t;
+    bad.d = &d.t;
+    CHECK_STATUS(arb_gemm(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "d overlaps c in memory");
+  }
+  for (float v : o.d) CHECK(v == -7.0f);  // no failed call wrote anything
+
+  // rmsnorm: y over weight, x (written in place with a residual) over the residual.
+  Tensor x(o.x.data(), {3, 5}), y(o.y.data(), {3, 5}), w(o.w.data(), {5});
+  arb_rmsnorm_args r = ARB_RMSNORM_ARGS_INIT;
+  r.x = &x.t;
+  r.weight = &w.t;
+  r.y = &y.t;
+  REQUIRE(arb_rmsnorm(pc.ctx, &r, nullptr) == ARB_OK);
+  {
+    Tensor w_in_y(o.y.data() + 10, {5});
+    arb_rmsnorm_args rbad = r;
+    rbad.weight = &w_in_y.t;
+    CHECK_STATUS(arb_rmsnorm(pc.ctx, &rbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps weight in memory");
+    Tensor residual_on_x(o.x.data(), {3, 5});
+    rbad = r;
+    rbad.residual = &residual_on_x.t;
+    CHECK_STATUS(arb_rmsnorm(pc.ctx, &rbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "x overlaps residual in memory");
+    rbad = r;
+    rbad.reserved = 3;
+    CHECK_STATUS(arb_rmsnorm(pc.ctx, &rbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "reserved must be 0");
+  }
+  {
+    // softmax: y one row into x.
+    std::vector<float> rows(30, 1.0f);
+    Tensor x_rows(rows.data(), {3, 5}), y_rows(rows.data() + 5, {3, 5});
+    arb_softmax_args s = ARB_SOFTMAX_ARGS_INIT;
+    s.x = &x_rows.t;
+    s.y = &y_rows.t;
+    CHECK_STATUS(arb_softmax(pc.ctx, &s, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps x in memory");
+    for (float v : rows) CHECK(v == 1.0f);
+  }
 }
 
 TEST_CASE("arb_explain and arb_explain_problem: buffer sizes and bad problems") {

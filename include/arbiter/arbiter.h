@@ -65,6 +65,10 @@ ARB_API arb_status arb_context_destroy(arb_context context);
  * Tensors are borrowed for the call. All operands share one dtype (f32, f16 or bf16) and
  * one device; math is done in f32 or wider. Matrices are row-major: the last dimension
  * has stride 1 (or strides == NULL for compact tensors), the row stride may be padded.
+ * Every address (data + byte_offset) is aligned for the dtype, and sizes times strides
+ * times the element size fit the address space; an output shares no memory with an input
+ * (gemm's C may be exactly D): anything else is ARB_ERR_INVALID_ARGUMENT, before any
+ * memory is touched. Reserved fields are 0.
  * `stream` is the caller's stream for device tensors (a cudaStream_t); NULL for CPU. */
 
 /* D[m,n] = act(alpha * op(A) * op(B) + beta * C + bias)
@@ -92,7 +96,8 @@ typedef struct arb_gemm_args {
 /* y = x / sqrt(mean(x^2) + eps) * weight over the last dimension.
  * With a residual, x is first updated in place: x += residual, and the sum is normalised.
  * x, residual and y have one shape [..., n] (leading dimensions collapse into rows);
- * weight is [n]. y must not overlap x or residual. */
+ * weight is [n]. y must not overlap x, residual or weight; with a residual, x (written)
+ * must not overlap residual or weight. */
 typedef struct arb_rmsnorm_args {
   size_t struct_size;
   const DLTensor* x;

@@ -180,6 +180,7 @@ class Gemm final : public Op {
     if (args->trans_b != 0 && args->trans_b != 1) invalid_argument("trans_b must be 0 or 1");
     if (args->activation < ARB_ACT_NONE || args->activation > ARB_ACT_SILU)
       invalid_argument(fmt::format("unknown activation {}", args->activation));
+    if (args->reserved != 0) invalid_argument(fmt::format("reserved must be 0, got {}", args->reserved));
     if (args->a->ndim != 2) as_matrix(args->a, "a", 0, 0);  // reports the dimension problem
     p.trans_a = args->trans_a;
     p.trans_b = args->trans_b;
@@ -191,6 +192,9 @@ class Gemm final : public Op {
     const Matrix a = as_matrix(args->a, "a", p.trans_a ? p.k : p.m, p.trans_a ? p.m : p.k);
     const Matrix b = as_matrix(args->b, "b", p.trans_b ? p.n : p.k, p.trans_b ? p.k : p.n);
     const Matrix d = as_matrix(args->d, "d", p.m, p.n);
+    // The output shares no memory with an input (c may be exactly d: below).
+    check_disjoint(d, a);
+    check_disjoint(d, b);
     p.lda = a.ld;
     p.ldb = b.ld;
     p.ldd = d.ld;
@@ -213,13 +217,16 @@ class Gemm final : public Op {
       if (c.data == d.data) {
         if (c.ld != d.ld) invalid_argument("c and d share memory but have different row strides");
         p.c_is_d = 1;
+      } else {
+        check_disjoint(d, c);
       }
     }
     if (args->bias != nullptr) {
       check_tensor(args->bias, "bias", p);
-      check_vector(args->bias, "bias", p.n, "n = {}");
+      const Matrix bias = as_vector(args->bias, "bias", p.n, "n = {}");
+      check_disjoint(d, bias);
       p.has_bias = 1;
-      o.bias = data_of(args->bias);
+      o.bias = bias.data;
     }
     p.alignment = call_alignment(call);
     validate_problem(*this, p);

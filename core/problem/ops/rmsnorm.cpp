@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 
 
 namespace arbiter {
@@ -78,17 +79,23 @@ class RmsNorm final : public RowOp {
     check_tensor(args->x, "x", p);
     check_tensor(args->weight, "weight", p);
     check_tensor(args->y, "y", p);
-    bind_rows(args->x, args->y, call);
-    check_vector(args->weight, "weight", p.cols, "{} (the last dimension of x)");
+    const auto [x, y] = bind_rows(args->x, args->y, call);
+    const Matrix weight = as_vector(args->weight, "weight", p.cols, "{} (the last dimension of x)");
+    check_disjoint(y, weight);
     if (!(args->eps >= 0.0f)) invalid_argument("eps must be >= 0");
+    if (args->struct_size >= offsetof(arb_rmsnorm_args, reserved) + sizeof args->reserved && args->reserved != 0)
+      invalid_argument(fmt::format("reserved must be 0, got {}", args->reserved));
     arb_operands& o = call.operands;
-    o.weight = data_of(args->weight);
+    o.weight = weight.data;
     o.eps = args->eps;
     if (args->residual != nullptr) {
       check_tensor(args->residual, "residual", p);
       check_same_shape(args->residual, "residual", args->x, "x");
       const Matrix r = as_rows(args->residual, "residual");
-      if (r.data == o.y) invalid_argument("y must not overlap residual");
+      check_disjoint(y, r);
+      // x += residual is written in place: x is an output too.
+      check_disjoint(x, r);
+      check_disjoint(x, weight);
       p.has_residual = 1;
       p.ld_residual = r.ld;
       o.residual = r.data;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <utility>
 
 namespace arbiter {
 
@@ -76,11 +77,12 @@ class RowOp : public Op {
 
   // The C API's x and y (checked already): rows, cols, their strides, the operands zeroed
   // with x and y set.
-  static void bind_rows(const DLTensor* x_tensor, const DLTensor* y_tensor, Call& call) {
+  // Binds x and y (which must not overlap) and returns their views.
+  static std::pair<Matrix, Matrix> bind_rows(const DLTensor* x_tensor, const DLTensor* y_tensor, Call& call) {
     const Matrix x = as_rows(x_tensor, "x");
     const Matrix y = as_rows(y_tensor, "y");
     check_same_shape(y_tensor, "y", x_tensor, "x");
-    if (y.data == x.data) invalid_argument("y must not overlap x");
+    check_disjoint(y, x);
     arb_problem& p = call.problem;
     p.rows = x.rows;
     p.cols = x.cols;
@@ -91,6 +93,7 @@ class RowOp : public Op {
     o.struct_size = sizeof o;
     o.x = x.data;
     o.y = y.data;
+    return {x, y};
   }
 
   // rows, cols and the x and y strides from problem text.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace arbiter {
@@ -32,6 +33,12 @@ int32_t device_type_of(const DLTensor& t) {
   return type;
 }
 
+// Bytes per element of a tensor whose dtype dtype_of accepted.
+size_t element_bytes(const DLTensor& t) { return t.dtype.bits / 8u; }
+
+// More dimensions than any operand has a use for (the DLPack field is an int32).
+constexpr int32_t kMaxDimensions = 16;
+
 }  // namespace
 
 // Common checks: present, has data, valid dtype equal to `dtype` (if set), same device.
@@ -54,11 +61,36 @@ void check_tensor(const DLTensor* t, const char* name, arb_problem& p) {
       invalid_argument(fmt::format("{} is on {}:{}, but the first operand is on {}:{}", name, device_name(device_type),
                           t->device.device_id, device_name(p.device_type), p.device_id));
   }
+  if (t->ndim < 0 || t->ndim > kMaxDimensions)
+    invalid_argument(fmt::format("{}: ndim = {}; arbiter takes 0 to {} dimensions", name, t->ndim, kMaxDimensions));
   for (int i = 0; i < t->ndim; ++i)
     if (t->shape[i] < 1) invalid_argument(fmt::format("{}: dimension {} has size {}; sizes must be >= 1", name, i, t->shape[i]));
+  if (t->byte_offset > UINTPTR_MAX - address(t->data))
+    invalid_argument(fmt::format("{}: byte_offset {} wraps the address around", name, t->byte_offset));
+  if (const uint64_t misaligned = address(data_of(t)) % element_bytes(*t); misaligned != 0)
+    invalid_argument(fmt::format("{}: the address (data + byte_offset) is not aligned for its dtype (address % {} = {})",
+                                 name, element_bytes(*t), misaligned));
+}
+
+void check_disjoint(const Matrix& output, const Matrix& input) {
+  const uint64_t out = address(output.data), in = address(input.data);
+  if (out < in + input.bytes && in < out + output.bytes) [[unlikely]]
+    invalid_argument(fmt::format("{} overlaps {} in memory: an output must not share memory with an input", output.name,
+                                 input.name));
 }
 
 char* data_of(const DLTensor* t) { return static_cast<char*>(t->data) + t->byte_offset; }
+
+// The memory rows x cols with row stride ld span: ((rows - 1) * ld + cols) elements, checked
+// against overflow and against wrapping the address around.
+uint64_t span_bytes(const DLTensor* t, const char* name, const Matrix& m) {
+  int64_t elements = 0, bytes = 0;
+  if (__builtin_mul_overflow(m.rows - 1, m.ld, &elements) || __builtin_add_overflow(elements, m.cols, &elements) ||
+      __builtin_mul_overflow(elements, static_cast<int64_t>(element_bytes(*t)), &bytes) ||
+      static_cast<uint64_t>(bytes) > UINTPTR_MAX - address(m.data))
+    invalid_argument(fmt::format("{}: its sizes and strides span more memory than an address can reach", name));
+  return static_cast<uint64_t>(bytes);
+}
 
 // Views a tensor of ndim >= 1 as rows x cols: the last dimension must be contiguous and
 // the leading ones must collapse into a single row stride.
@@ -66,8 +98,13 @@ Matrix as_rows(const DLTensor* t, const char* name) {
   if (t->ndim < 1) invalid_argument(fmt::format("{} must have at least one dimension", name));
   const int last = t->ndim - 1;
   Matrix m{name, data_of(t), 1, t->shape[last], t->shape[last]};
-  for (int i = 0; i < last; ++i) m.rows *= t->shape[i];
-  if (t->strides == nullptr) return m;
+  for (int i = 0; i < last; ++i)
+    if (__builtin_mul_overflow(m.rows, t->shape[i], &m.rows))
+      invalid_argument(fmt::format("{}: the product of its sizes overflows", name));
+  if (t->strides == nullptr) {
+    m.bytes = span_bytes(t, name, m);
+    return m;
+  }
   if (t->shape[last] > 1 && t->strides[last] != 1)
     invalid_argument(fmt::format("{}: the last dimension must be contiguous (stride 1, got {})", name, t->strides[last]));
   // Walk the leading dimensions inwards: each must step over the one inside it exactly.
@@ -77,17 +114,20 @@ Matrix as_rows(const DLTensor* t, const char* name) {
     if (t->shape[i] == 1) continue;  // size-1 dimensions have no meaningful stride
     if (row_stride == 0) {
       row_stride = t->strides[i];
-      inner_extent = row_stride * t->shape[i];
       if (row_stride < m.cols)
         invalid_argument(fmt::format("{}: row stride {} is below the row length {}", name, row_stride, m.cols));
+      if (__builtin_mul_overflow(row_stride, t->shape[i], &inner_extent))
+        invalid_argument(fmt::format("{}: its sizes and strides span more memory than an address can reach", name));
     } else {
       if (t->strides[i] != inner_extent)
         invalid_argument(fmt::format("{}: dimensions 0..{} do not collapse into rows (stride {} of dimension {}, expected {})",
                             name, last - 1, t->strides[i], i, inner_extent));
-      inner_extent *= t->shape[i];
+      if (__builtin_mul_overflow(inner_extent, t->shape[i], &inner_extent))
+        invalid_argument(fmt::format("{}: its sizes and strides span more memory than an address can reach", name));
     }
   }
   if (row_stride != 0) m.ld = row_stride;
+  m.bytes = span_bytes(t, name, m);
   return m;
 }
 
@@ -110,11 +150,14 @@ void bad_args(const size_t* struct_size, const char* function, size_t minimum) {
                                *struct_size, minimum));
 }
 
-void check_vector(const DLTensor* t, const char* name, int64_t size, const char* size_format) {
+Matrix as_vector(const DLTensor* t, const char* name, int64_t size, const char* size_format) {
   if (t->ndim != 1 || t->shape[0] != size)
     invalid_argument(fmt::format("{} must be 1-D of size {}", name, fmt::format(fmt::runtime(size_format), size)));
   if (t->strides != nullptr && size > 1 && t->strides[0] != 1)
     invalid_argument(fmt::format("{} must be contiguous (stride 1)", name));
+  Matrix v{name, data_of(t), 1, size, size};
+  v.bytes = span_bytes(t, name, v);
+  return v;
 }
 
 }  // namespace arbiter

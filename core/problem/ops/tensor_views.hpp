@@ -21,15 +21,21 @@ namespace arbiter {
 template <typename Args>
 void check_args(const Args* args, const char* function, size_t minimum);
 
-// A checked view of one DLTensor as rows x cols with a row stride.
+// A checked view of one DLTensor as rows x cols with a row stride. `bytes` is the memory it
+// spans, from data to just past its last element (checked not to overflow or wrap).
 struct Matrix {
   const char* name;
   void* data;
   int64_t rows, cols, ld;
+  uint64_t bytes = 0;
 };
 
+// Throws unless `output` and `input` occupy disjoint memory ("d overlaps a in memory").
+void check_disjoint(const Matrix& output, const Matrix& input);
+
 // Common checks: present, has data, a valid dtype equal to the problem's (the first
-// operand sets the problem's dtype and device, when p.dtype is ARB_DTYPE_INVALID), same device.
+// operand sets the problem's dtype and device, when p.dtype is ARB_DTYPE_INVALID), same device,
+// a byte offset that does not wrap the address, an address aligned for the dtype.
 void check_tensor(const DLTensor* t, const char* name, arb_problem& p);
 
 // The tensor's data with its byte offset applied.
@@ -52,7 +58,7 @@ inline void check_same_shape(const DLTensor* t, const char* name, const DLTensor
 
 // A 1-D contiguous vector of `size` elements (bias, weight). `size_format` says the size in
 // the message, with {} for the number ("n = {}"); it is formatted only on failure.
-void check_vector(const DLTensor* t, const char* name, int64_t size, const char* size_format);
+Matrix as_vector(const DLTensor* t, const char* name, int64_t size, const char* size_format);
 
 inline uint64_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
