@@ -1,6 +1,7 @@
 # `arbiter try` without a GPU: a good manifest compiles (exit 0) and is verified on the SIMT
 # emulator (EMULATOR=ON) or says that verification and timing could not run; a kernel that
-# does not compile exits 5 with NVRTC's log.
+# does not compile exits 5 with NVRTC's log; one whose launch formulas overflow on the shape it
+# claims is not ok (exit 5), says which formula, and is not compiled.
 # Usage: cmake -DARBITER=<arbiter program> -DGOOD=<manifest> -DBROKEN=<manifest> [-DEMULATOR=ON -DWORK=<dir>] -P ...
 function(run_try manifest expected_rc)
   execute_process(COMMAND "${ARBITER}" try "${manifest}" --arch=sm_90a
@@ -47,4 +48,16 @@ string(JSON compiled GET "${try_output}" compiled)
 expect("${compiled}" "^OFF$")
 string(JSON log GET "${try_output}" compile dtypes f32 nvrtc_log)
 expect("${log}" "identifier \"undefined_name\" is undefined")
-message(STATUS "arbiter try: compiles, reports NVRTC's log, says what could not run")
+# 3000^6 is beyond int64: no launch for the one shape claimed, so the manifest is not ok.
+manifest_with_one_shape("${GOOD}" overflow_ "softmax bf16 rows=5 cols=3000 device=cuda" "${WORK}/try_overflow.toml")
+file(READ "${WORK}/try_overflow.toml" overflowing)
+string(REPLACE "grid = [\"rows\"]" "grid = [\"cols * cols * cols * cols * cols * cols\"]" overflowing "${overflowing}")
+file(WRITE "${WORK}/try_overflow.toml" "${overflowing}")
+run_try("${WORK}/try_overflow.toml" 5)
+string(JSON manifest_ok GET "${try_output}" manifest_ok)
+expect("${manifest_ok}" "^OFF$")
+string(JSON compiled GET "${try_output}" compiled)
+expect("${compiled}" "^OFF$")
+string(JSON manifest_error GET "${try_output}" manifest_error)
+expect("${manifest_error}" "^shape 'softmax bf16 rows=5 cols=3000 device=cuda' has no launch: grid x: formula 'cols [*] cols [*] cols [*] cols [*] cols [*] cols' with cols = 3000: '[^']*' is 243000000000000000 [*] 3000, which overflows int64$")
+message(STATUS "arbiter try: compiles, reports NVRTC's log, says what could not run, refuses a formula without a value")

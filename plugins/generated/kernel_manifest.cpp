@@ -206,6 +206,9 @@ bool satisfies(const Manifest& m, const arb_problem& p, std::string* why) {
       return false;
     if (p.has_residual && !c.residual) return no("no fused residual");
   }
+  // A problem the launch formulas give no valid launch for is refused here, before any launch.
+  std::string launch_why;
+  if (!launch_dims(m.grid, m.block, m.shared_bytes, p, launch_why)) return no("no launch for it: " + launch_why);
   return true;
 }
 

@@ -53,7 +53,8 @@ Manifest load_manifest(const std::string& path);
 // The signature convention a manifest must name for an op.
 const char* signature_for(int32_t op);
 
-// Does the problem meet the manifest's constraints (and dtypes)? If not, why.
+// Does the problem meet the manifest's constraints (and dtypes), and do its launch formulas
+// give a launch CUDA accepts for it (launch_dims)? If not, why.
 bool satisfies(const Manifest& manifest, const arb_problem& problem, std::string* why);
 
 }  // namespace arbiter::generated

@@ -42,6 +42,24 @@ std::vector<std::string> shapes_to_try(const generated::Manifest& manifest) {
   return shapes;
 }
 
+// Why the manifest cannot be tried on the shapes above, or "": a shape that does not parse,
+// or one its launch formulas give no launch for (overflow, division by zero, a grid or block
+// CUDA refuses). Said as the manifest's error, before anything is compiled.
+std::string shape_error(const generated::Manifest& manifest) {
+  for (const std::string& text : shapes_to_try(manifest)) {
+    arb_problem p{};
+    try {
+      p = parse_problem(text).problem;
+    } catch (const std::exception& e) {
+      return fmt::format("shape '{}' does not parse: {}", text, e.what());
+    }
+    std::string why;
+    if (!generated::launch_dims(manifest.grid, manifest.block, manifest.shared_bytes, p, why))
+      return fmt::format("shape '{}' has no launch: {}", text, why);
+  }
+  return "";
+}
+
 // One shape's timing on the GPU: this kernel against the fastest other verified kernel.
 std::string timing_json(Context& context, const KernelRecord& candidate, const arb_problem& p, const std::string& text,
                         bool first) {
@@ -69,10 +87,16 @@ int command_try(const Arguments& args) {
   std::ostringstream json;
   json << "{\n  \"manifest\": " << quoted(path);
   generated::Manifest manifest;
+  std::string manifest_error;
   try {
     manifest = generated::load_manifest(path);
+    manifest_error = shape_error(manifest);
   } catch (const std::exception& e) {
-    json << ",\n  \"manifest_ok\": false,\n  \"manifest_error\": " << quoted(e.what()) << ",\n  \"compiled\": false\n}\n";
+    manifest_error = e.what();
+  }
+  if (!manifest_error.empty()) {
+    json << ",\n  \"manifest_ok\": false,\n  \"manifest_error\": " << quoted(manifest_error)
+         << ",\n  \"compiled\": false\n}\n";
     fmt::print("{}", json.str());
     return 5;
   }
