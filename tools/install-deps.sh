@@ -10,6 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libboost-dev libboost-context-dev libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev libdlpack-dev libopenblas-dev
   valgrind python3 python3-pip
+  clang libclang-rt-14-dev llvm  # tools/fuzz.sh: libFuzzer's runtime is only a Recommends of clang; llvm-symbolizer for stacks
 )
 missing=()
 for p in "${packages[@]}"; do

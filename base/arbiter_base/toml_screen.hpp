@@ -6,11 +6,12 @@
 //     test reaches __builtin_unreachable for most code points;
 //   - a table header whose key starts with neither a bare-key character nor a quote
 //     ("[[[1]]]", "[[=", "[ [a]]"): parse_key's precondition is assumed, not checked;
-//   - a missing value ("a = [\n}") or a malformed date-time ("1979-05-27 1", "1979-05-27t"):
-//     its value scanner assumes what it was promised.
+//   - a missing value ("a = [\n}", "a = [{},}") or a malformed date-time ("1979-05-27 1",
+//     "1979-05-27t", "1)78-02-27 0\v"): its value scanner assumes what it was promised.
 // Those found by the project's differential check (tools/fuzz/toml_screen_check.py: random
 // documents through this pass and a checking build of toml++; none of Python's tomllib's
-// valid documents refused). All are invalid TOML but one: a non-ASCII character after a
+// valid documents refused) and by the parsers' fuzz targets (tools/fuzz/, toml++ built with
+// its assertions on). All are invalid TOML but one: a non-ASCII character after a
 // line-ending backslash in a multi-line string is valid, and refused too (write it as an
 // escape, \u00e9). The pass follows TOML's lexical structure only as far as these need:
 // strings (basic, literal, multi-line), comments, keys and values, and whether a '[' opens a
@@ -49,8 +50,10 @@ inline std::optional<TomlScreenError> screen_toml(std::string_view text) {
   };
   auto starts = [&](std::string_view token) { return text.substr(at, token.size()) == token; };
   auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+  // What ends an unquoted value for toml++: whitespace (\v and \f are line breaks to it), ',', ']', '}', '#'.
   auto terminator = [](char t) {
-    return t == ' ' || t == '\t' || t == '\r' || t == '\n' || t == ',' || t == ']' || t == '}' || t == '#';
+    return t == ' ' || t == '\t' || t == '\r' || t == '\n' || t == '\v' || t == '\f' || t == ',' || t == ']' || t == '}' ||
+           t == '#';
   };
   // Does `v` have the shape of `pattern` from `from` on ('d' a digit, anything else itself)?
   auto shape = [&](std::string_view v, size_t from, std::string_view pattern) {
@@ -58,6 +61,14 @@ inline std::optional<TomlScreenError> screen_toml(std::string_view text) {
     for (size_t i = 0; i < pattern.size(); ++i)
       if (pattern[i] == 'd' ? !is_digit(v[from + i]) : v[from + i] != pattern[i]) return false;
     return true;
+  };
+  // Would toml++ read the unquoted value at `from` as a date (its first ten characters,
+  // underscores skipped, with '-' as the 5th and 8th)?
+  auto looks_like_date = [&](size_t from) {
+    std::string first;
+    for (size_t i = from; i < text.size() && first.size() < 10 && !terminator(text[i]); ++i)
+      if (text[i] != '_') first += text[i];
+    return first.size() == 10 && first[4] == '-' && first[7] == '-';
   };
   // A TOML date, or date-time: dddd-dd-dd, then optionally [Tt ]dd:dd:dd[.d+][Zz|(+-)dd:dd].
   auto date_time = [&](std::string_view v) {
@@ -163,9 +174,11 @@ inline std::optional<TomlScreenError> screen_toml(std::string_view text) {
         if (static_cast<unsigned char>(text[at]) >= 0x80) return error(at, "a non-ASCII character outside a string or comment");
       }
       // A value that starts as a date: toml++ reads it as a date-time (with a space for the T
-      // when a digit follows it), and a malformed one reaches an assumption. Only a
+      // when a digit follows it), and a malformed one reaches an assumption. toml++ takes a value
+      // for a date when its first ten characters, underscores skipped, have '-' 5th and 8th,
+      // whatever the others are ("1)78-02-27 0"): nothing else in TOML has a '-' there, so only a
       // well-formed date or date-time may start so.
-      if (shape(text, token, "dddd-dd-dd")) {
+      if (looks_like_date(token)) {
         if (at - token == 10 && at + 1 < text.size() && text[at] == ' ' && is_digit(text[at + 1]))
           for (++at; at < text.size() && !terminator(text[at]); ++at)
             if (static_cast<unsigned char>(text[at]) >= 0x80)
@@ -197,7 +210,11 @@ inline std::optional<TomlScreenError> screen_toml(std::string_view text) {
     }
     if (c == '=') in_key = false;
     if (c == '[' || c == '{') open += static_cast<char>(c);
-    if ((c == ']' || c == '}') && !open.empty()) open.pop_back();
+    // A closed array or inline table is a value: what follows it is no key ("[{},}" misses a value).
+    if ((c == ']' || c == '}') && !open.empty()) {
+      open.pop_back();
+      in_key = false;
+    }
     if (c == '{' || (c == ',' && !open.empty() && open.back() == '{')) in_key = true;
   }
   return std::nullopt;

@@ -4,11 +4,14 @@
 #include "common/text_file.hpp"
 #include "config/toml_section.hpp"
 
-
 namespace arbiter {
 
 ShapeSuite load_suite(const std::string& path) {
-  const toml::table document = parse_toml(read_text_file(path, "suite file", ARB_ERR_CONFIG), path, ARB_ERR_CONFIG);
+  return parse_suite(read_text_file(path, "suite file", ARB_ERR_CONFIG), path);
+}
+
+ShapeSuite parse_suite(std::string_view text, const std::string& path) {
+  const toml::table document = parse_toml(text, path, ARB_ERR_CONFIG);
   ShapeSuite suite;
   Section root(document, "", path, ARB_ERR_CONFIG);
   suite.name = root.required_string("name");

@@ -5,6 +5,7 @@
 #include "problem/problem_text.hpp"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace arbiter {
@@ -23,5 +24,7 @@ struct ShapeSuite {
 // Throws Failure (ARB_ERR_CONFIG for the file, ARB_ERR_INVALID_ARGUMENT for a problem) with
 // the file, line and column.
 ShapeSuite load_suite(const std::string& path);
+// The same from the file's text; `source` names it in messages.
+ShapeSuite parse_suite(std::string_view text, const std::string& source);
 
 }  // namespace arbiter
