@@ -54,6 +54,8 @@ arb_status run_op(arb_context context, const arbiter::Op& op, const void* args, 
     arbiter::Context& ctx = context_of(context);
     arbiter::Call call;
     op.build_call(args, call);
+    if (stream != nullptr && call.problem.device_type == kDLCPU)
+      fail(ARB_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors (a CUDA stream goes with CUDA tensors)");
     ctx.run(call.problem, call.operands, stream);
   });
 }

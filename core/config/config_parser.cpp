@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <filesystem>
 #include <set>
 
@@ -229,7 +231,8 @@ void read_tune(Section& root, const std::string& source, TuneConfig& out) {
   if (const toml::node* node = s.find("screen_factor")) {
     if (!node->is_number()) s.wrong_type(*node, "screen_factor", "a number");
     out.screen_factor = node->value<double>().value_or(1.5);
-    if (out.screen_factor < 1.0) s.error(*node, "'tune.screen_factor' must be at least 1");
+    if (!(out.screen_factor >= 1.0) || std::isinf(out.screen_factor))  // NaN fails the first test
+      s.error(*node, "'tune.screen_factor' must be a finite number of at least 1");
   }
   if (auto cache = s.string("cache")) {
     if (*cache != "cold" && *cache != "warm") s.error_at("cache", "'tune.cache' must be \"cold\" or \"warm\"");

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -124,15 +125,31 @@ ParsedProblem parse_problem(std::string_view text) {
     const auto type = parse_device(device->substr(0, colon));
     if (!type) bad(fmt::format("unknown device '{}' (cpu, cuda, cuda:N)", *device));
     p.device_type = *type;
-    if (colon != std::string_view::npos) p.device_id = static_cast<int32_t>(to_int("device", device->substr(colon + 1)));
+    if (colon != std::string_view::npos) {
+      const int64_t id = to_int("device", device->substr(colon + 1));
+      if (id < 0 || id > INT32_MAX) bad(fmt::format("'device={}': the device number must be from 0 to {}", *device, INT32_MAX));
+      p.device_id = static_cast<int32_t>(id);
+    }
   }
   op->read_fields(fields, parsed);
   // Buffers are assumed 256-byte aligned, so strides decide; align= states it outright.
-  p.alignment = static_cast<int32_t>(fields.take_int("align", stride_alignment(p)));
-  if (p.alignment < 1 || p.alignment > 256 || (p.alignment & (p.alignment - 1)) != 0)
-    bad(fmt::format("align={} must be a power of two from 1 to 256", p.alignment));
+  // Checked before it is narrowed to arb_problem's 32 bits (align=4294967297 is not align=1).
+  const int64_t alignment = fields.take_int("align", stride_alignment(p));
+  if (alignment < 1 || alignment > 256 || (alignment & (alignment - 1)) != 0)
+    bad(fmt::format("align={} must be a power of two from 1 to 256", alignment));
+  p.alignment = static_cast<int32_t>(alignment);
   if (auto left = fields.leftover()) bad(fmt::format("unknown field '{}' for {}", *left, op->name()));
   validate_problem(p);
+  // Operands that could not exist in memory make no problem (the C API refuses such tensors
+  // the same way): (rows - 1) * ld + cols elements of the dtype, within PTRDIFF_MAX bytes.
+  for (const OperandLayout& operand : op->operands(p)) {
+    int64_t elements = 0, bytes = 0;
+    if (__builtin_mul_overflow(operand.rows - 1, operand.ld, &elements) ||
+        __builtin_add_overflow(elements, operand.cols, &elements) ||
+        __builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(p.dtype)), &bytes))
+      bad(fmt::format("operand {} ({} x {}, row stride {}) does not fit in memory", operand.name, operand.rows,
+                      operand.cols, operand.ld));
+  }
   return parsed;
 }
 

@@ -63,13 +63,14 @@ ARB_API arb_status arb_context_destroy(arb_context context);
 
 /* ---- operations ----------------------------------------------------------------------
  * Tensors are borrowed for the call. All operands share one dtype (f32, f16 or bf16) and
- * one device; math is done in f32 or wider. Matrices are row-major: the last dimension
+ * one device (device_id 0 on the CPU, as DLPack has it); math is done in f32 or wider. Matrices are row-major: the last dimension
  * has stride 1 (or strides == NULL for compact tensors), the row stride may be padded.
  * Every address (data + byte_offset) is aligned for the dtype, and sizes times strides
  * times the element size fit the address space; an output shares no memory with an input
  * (gemm's C may be exactly D): anything else is ARB_ERR_INVALID_ARGUMENT, before any
  * memory is touched. Reserved fields are 0.
- * `stream` is the caller's stream for device tensors (a cudaStream_t); NULL for CPU. */
+ * `stream` is the caller's stream for device tensors (a cudaStream_t); NULL for CPU (a
+ * non-NULL stream with CPU tensors is ARB_ERR_INVALID_ARGUMENT). */
 
 /* D[m,n] = act(alpha * op(A) * op(B) + beta * C + bias)
  * op(A) is [m,k]: A is stored [m,k], or [k,m] when trans_a. op(B) is [k,n]: B is stored

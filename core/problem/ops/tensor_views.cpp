@@ -54,6 +54,9 @@ void check_tensor(const DLTensor* t, const char* name, arb_problem& p) {
     p.device_id = t->device.device_id;
     if (p.device_type != kDLCPU && p.device_type != kDLCUDA)
       fail(ARB_ERR_UNSUPPORTED, fmt::format("{}: device type {} is not supported (cpu or cuda)", name, p.device_type));
+    if (p.device_id < 0 || (p.device_type == kDLCPU && p.device_id != 0))
+      invalid_argument(fmt::format("{}: device_id {} on {} (DLPack: 0 for the CPU, a device ordinal for CUDA)", name,
+                                   p.device_id, device_name(p.device_type)));
   } else {
     if (dtype != p.dtype)
       invalid_argument(fmt::format("{} has dtype {}, but the first operand has {}", name, dtype_name(dtype), dtype_name(p.dtype)));
