@@ -354,6 +354,13 @@ std::string plugin_line(const arbiter::Context& context, const std::string& name
   return name + " (not loaded)";
 }
 
+// What a plugin says of itself; the openblas plugin names the core it runs and why.
+std::string plugin_description(const arbiter::Context& context, const std::string& name) {
+  for (const auto& plugin : context.registry().plugins())
+    if (plugin->name == name && plugin->state == arbiter::PluginState::loaded) return plugin->description;
+  return "not loaded";
+}
+
 std::string today() {
   const std::time_t now = std::time(nullptr);
   char buffer[64];
@@ -454,6 +461,7 @@ int main(int argc, char** argv) {
   std::printf("- plugins: %s; %s; %s\n", plugin_line(context, "cpu").c_str(), plugin_line(context, "openblas").c_str(),
               plugin_line(context, "reference").c_str());
   std::printf("- OpenBLAS: %s\n", openblas_description().c_str());
+  std::printf("- openblas plugin: %s\n", plugin_description(context, "openblas").c_str());
   print_ceilings(context, settings);
   std::printf("\n## GEMM: D = act(A*B + bias), row-major, no transposes, beta = 0\n\n");
   bool passed = print_table(gemm_cases, true);

@@ -80,9 +80,13 @@ int main(int argc, char** argv) {
 
     fmt::print("# Tuned dispatch against single-plugin dispatch\n\n- suite: `{}` ({})\n- table: `{}`\n- samples: {} per "
                "contestant, interleaved; each a batch of calls through Context::run lasting >= 50 us, over buffer sets "
-               "rotated past the {} MiB last-level cache; median (p20-p80)\n- machine: {}\n\n",
+               "rotated past the {} MiB last-level cache; median (p20-p80)\n- machine: {}\n",
                suite_path, suite.name, table_path, samples, device.last_level_cache_bytes() >> 20,
                device.fingerprint().name);
+    for (const auto& plugin : contexts["openblas"]->registry().plugins())  // the core OpenBLAS runs, and why
+      if (plugin->name == "openblas" && plugin->state == PluginState::loaded)
+        fmt::print("- openblas plugin: {} ({})\n", plugin->description, plugin->runtime_version);
+    fmt::print("\n");
     fmt::print("| problem | tuned | best single plugin | tuned / best | openblas only | speedup over openblas only | bar |\n");
     fmt::print("| --- | --- | --- | ---: | --- | ---: | --- |\n");
     int failures = 0;

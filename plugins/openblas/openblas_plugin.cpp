@@ -1,12 +1,13 @@
 // The openblas plugin: the vendor fallback on CPU. GEMM goes through cblas_sgemm; f16 and
 // bf16 operands are widened to f32 in the host-provided workspace, and the epilogue (bias,
-// activation, narrowing) is applied after, in a second pass over D.
+// activation, narrowing) is applied after, in a second pass over D. libopenblas is loaded
+// at the plugin's entry with the strongest core the CPU runs (openblas_library.hpp), and the
+// description says which core runs and why.
 #include <arbiter/float16.hpp>
 #include <arbiter/plugin.hpp>
 
 #include "activation.hpp"
-
-#include <cblas.h>
+#include "openblas_library.hpp"
 
 #include <cstring>
 
@@ -14,6 +15,8 @@ namespace {
 
 using arbiter::plugin::Launch;
 using arbiter::plugin::Why;
+using arbiter::plugins::openblas::openblas_library;
+using arbiter::plugins::openblas::OpenBlasLibrary;
 
 bool fits(const arb_problem& p, Why& why) {
   if (p.device_type != kDLCPU) return why.no("CPU tensors only");
@@ -69,7 +72,7 @@ void gemm(const Launch& l) {
     for (int64_t i = 0; i < p.m; ++i)
       std::memcpy(d + i * ldd, static_cast<const float*>(o.c) + i * p.ldc, static_cast<size_t>(p.n) * sizeof(float));
   }
-  cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
+  openblas_library().sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), o.alpha, a, static_cast<int>(lda),
               b, static_cast<int>(ldb), p.has_c ? o.beta : 0.0f, d, static_cast<int>(ldd));
 
@@ -90,14 +93,20 @@ void gemm(const Launch& l) {
   }
 }
 
+// Loads OpenBLAS (throws, refusing the plugin, when it cannot) before describing it.
+arbiter::plugin::Plugin make_plugin() {
+  const OpenBlasLibrary& library = openblas_library();
+  arbiter::plugin::Plugin plugin("openblas", "1.0.0");
+  plugin
+      .description("OpenBLAS cblas_sgemm; f16/bf16 widened to f32, epilogue applied after. Core " +
+                   library.decision().reason)
+      .provenance(ARB_PROVENANCE_VENDOR)
+      .priority(50)
+      .runtime_version("OpenBLAS " + library.config())  // names the core: a new core invalidates tuned entries
+      .kernel(arbiter::plugin::Kernel("sgemm", ARB_OP_GEMM).supports(fits).workspace(workspace_bytes).launch(gemm));
+  return plugin;
+}
+
 }  // namespace
 
-ARBITER_PLUGIN(arbiter::plugin::Plugin("openblas", "1.0.0")
-                   .description("OpenBLAS cblas_sgemm; f16/bf16 widened to f32, epilogue applied after")
-                   .provenance(ARB_PROVENANCE_VENDOR)
-                   .priority(50)
-                   .runtime_version(std::string("OpenBLAS ") + openblas_get_config())
-                   .kernel(arbiter::plugin::Kernel("sgemm", ARB_OP_GEMM)
-                               .supports(fits)
-                               .workspace(workspace_bytes)
-                               .launch(gemm)))
+ARBITER_PLUGIN(make_plugin())
