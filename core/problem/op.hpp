@@ -84,6 +84,12 @@ class Op {
   virtual double bytes_moved(const arb_problem& problem) const = 0;
   virtual double reference_cost(const arb_problem& problem) const = 0;
 
+  // Rounding exposure (the tolerance model, verify/accuracy.hpp): how many terms each output
+  // element sums (gemm k; a row's cols for rmsnorm and softmax), and by how much an epilogue
+  // can widen the sum's relative error (1: none).
+  virtual int64_t accumulated_terms(const arb_problem& problem) const = 0;
+  virtual double epilogue_error_factor(const arb_problem&) const { return 1.0; }
+
   // The operands of a problem, in the order the buffers are laid out.
   virtual std::vector<OperandLayout> operands(const arb_problem& problem) const = 0;
 

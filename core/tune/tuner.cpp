@@ -292,7 +292,7 @@ class TuningRun {
       try {
         if (!expected) expected = reference_answer(*reference, bench->inputs());
         const ProblemBuffers result = bench->result_of(*c.kernel, t.workspace, t.workspace_bytes);
-        const double tolerance = tolerance_for(*c.kernel, problem.dtype);
+        const double tolerance = tolerance_for(*c.kernel, problem);
         const Comparison cmp = compare_with_reference(*reference, bench->inputs(), result, *expected, tolerance);
         if (cmp.accepted(tolerance)) continue;
         c.status = fmt::format("wrong on the data it was timed on (relative norm error {:.3g})", cmp.error);

@@ -1,5 +1,7 @@
 #include "verify/accuracy.hpp"
 
+#include "problem/op_table.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -19,6 +21,19 @@ double tolerance_for(int32_t dtype) {
 double tolerance_for(const KernelRecord& kernel, int32_t dtype) {
   if ((kernel.abi.flags & ARB_KERNEL_FLAG_TF32) != 0 && dtype == ARB_DTYPE_F32) return kTf32Tolerance;
   return tolerance_for(dtype);
+}
+
+double tolerance_at(double base, const arb_problem& problem) {
+  constexpr double f32_unit_roundoff = 0x1p-24;
+  const Op* op = find_op(problem.op);
+  if (op == nullptr) return base;
+  const double terms = static_cast<double>(std::max<int64_t>(1, op->accumulated_terms(problem)));
+  const double accumulation = kAccumulationLambda * std::sqrt(terms) * f32_unit_roundoff;
+  return std::max(base, accumulation) * op->epilogue_error_factor(problem);
+}
+
+double tolerance_for(const KernelRecord& kernel, const arb_problem& problem) {
+  return tolerance_at(tolerance_for(kernel, problem.dtype), problem);
 }
 
 Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference,

@@ -12,14 +12,24 @@
 
 namespace arbiter {
 
-// The largest relative norm error accepted for a dtype: a few units of its rounding
-// error, since both sides round their result to the dtype once.
+// The tolerance model (docs/verification.md, "Tolerances"). The base: the largest relative
+// norm error accepted for a dtype on a short sum, a few units of its rounding error, since
+// both sides round their result to the dtype once.
 double tolerance_for(int32_t dtype);
 // For f32 computed with TF32 tensor-core math (kernels flagged ARB_KERNEL_FLAG_TF32).
 constexpr double kTf32Tolerance = 5e-3;
-// The tolerance a kernel is held to on problems of `dtype`: kTf32Tolerance for a TF32
-// kernel on f32, the dtype's otherwise.
+// The base a kernel is held to on problems of `dtype`: kTf32Tolerance for a TF32 kernel on
+// f32, the dtype's otherwise.
 double tolerance_for(const KernelRecord& kernel, int32_t dtype);
+
+// An honest sum of n terms accumulated in f32 carries a relative error that grows like
+// sqrt(n) u (u = 2^-24; the probabilistic bound of Higham and Mary), times an epilogue's
+// own factor (Op::epilogue_error_factor): the tolerance on `problem` is the larger of the
+// base and kAccumulationLambda sqrt(n) u, times that factor.
+inline constexpr double kAccumulationLambda = 2.0;
+double tolerance_at(double base, const arb_problem& problem);
+// tolerance_at(tolerance_for(kernel, problem.dtype), problem).
+double tolerance_for(const KernelRecord& kernel, const arb_problem& problem);
 
 struct Comparison {
   double error = 0.0;       // the worst relative norm error over the outputs

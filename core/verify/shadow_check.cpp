@@ -82,7 +82,7 @@ ShadowOutcome ShadowCheck::judge(const ShadowCapture& capture, const KernelRecor
       detail = fmt::format("input {} changed during the call", o.name);
   }
   if (detail.empty()) {
-    const double tolerance = tolerance_for(kernel, problem.dtype);
+    const double tolerance = tolerance_for(kernel, problem);
     Comparison c;
     try {  // the reference on |inputs| runs only when the plain measure fails (verifier.hpp)
       c = compare_with_reference(*capture.oracle, before, after, reference_answer(*capture.oracle, before), tolerance);
@@ -92,7 +92,7 @@ ShadowOutcome ShadowCheck::judge(const ShadowCapture& capture, const KernelRecor
     }
     checked_.fetch_add(1, std::memory_order_relaxed);
     if (c.accepted(tolerance)) return {ShadowOutcome::State::matched, ""};
-    detail = c.specials_match ? fmt::format("relative norm error {:.3g} in {} exceeds {:.0e}", c.error,
+    detail = c.specials_match ? fmt::format("relative norm error {:.3g} in {} exceeds {:.2g}", c.error,
                                             c.worst.empty() ? "output" : c.worst, tolerance)
                               : c.first_special_mismatch;
   } else {

@@ -177,9 +177,11 @@ struct Run {
   const KernelRecord& reference;
   Device& device;
   Checks& checks;
-  double tolerance;
+  double base_tolerance;  // tolerance_for(kernel, dtype), or the caller's
   KernelSandbox* sandbox = nullptr;  // where the kernel's launches run, if not here
   const HostStateWatch* state = nullptr;  // the process's state, when they run here
+  // The error accepted on one shape: the base, scaled by its rounding exposure.
+  double tolerance(const arb_problem& shape) const { return tolerance_at(base_tolerance, shape); }
 };
 
 // What launch() says once the process's state was found changed: the launch did not happen
@@ -205,7 +207,7 @@ ProblemBuffers expected_for(const Run& run, const ProblemBuffers& inputs) { retu
 
 Comparison compare_to_reference(const Run& run, const ProblemBuffers& inputs, const ProblemBuffers& result,
                                 const ProblemBuffers& expected) {
-  return compare_with_reference(run.reference, inputs, result, expected, run.tolerance);
+  return compare_with_reference(run.reference, inputs, result, expected, run.tolerance(inputs.problem()));
 }
 
 // Checks one kernel result against the reference answer; returns false if the accuracy
@@ -231,9 +233,9 @@ bool check_result(const Run& run, const ProblemBuffers& inputs, const ProblemBuf
   }
   Verdict& v = run.checks.verdict();
   if (std::isfinite(c.error)) v.max_error = std::max(v.max_error, c.error);
-  if (!c.accepted(run.tolerance)) {
-    run.checks.fail(accuracy_check, fmt::format("relative norm error {:.3g} in {} exceeds {:.0e} ({})", c.error,
-                                                c.worst.empty() ? "output" : c.worst, run.tolerance, where));
+  if (const double tolerance = run.tolerance(inputs.problem()); !c.accepted(tolerance)) {
+    run.checks.fail(accuracy_check, fmt::format("relative norm error {:.3g} in {} exceeds {:.2g} ({})", c.error,
+                                                c.worst.empty() ? "output" : c.worst, tolerance, where));
     return false;
   }
   return true;
@@ -360,7 +362,7 @@ void check_concurrent_calls(const Run& run, const arb_problem& p, const RunSetup
         ProblemBuffers result = inputs_of[t];
         own[t]->download(result, nullptr);
         const Comparison c = compare_to_reference(run, inputs_of[t], result, expected_of[t]);
-        if (!c.accepted(run.tolerance)) {
+        if (!c.accepted(run.tolerance(p))) {
           ++wrong[t];
           if (wrong_detail[t].empty())
             wrong_detail[t] = c.specials_match ? fmt::format("relative norm error {:.3g}", c.error) : c.first_special_mismatch;

@@ -6,7 +6,7 @@
 // (docs/verification.md, "Trials and inputs"), and then checks:
 //   launch_failed     the kernel reported an error (or threw)
 //   unwritten_output  NaN left in an output where the reference has a number
-//   accuracy          relative norm error above the dtype's tolerance
+//   accuracy          relative norm error above the tolerance (the dtype's, scaled per shape)
 //   guard             a guard canary or the padding between rows was overwritten
 //   input_modified    an operand that is only read changed
 //   rerun_differs     a second run on the same inputs differs in any bit (unless the
@@ -45,7 +45,7 @@ struct VerifyOptions {
   int trials = 3;            // at least three (docs/architecture.md, "The verification gate")
   uint64_t seed = 0;         // varies every input and scalar; the gate draws one per verification
   bool full_problem = false; // also run the problem at full size (if the reference can afford it)
-  double tolerance = 0;      // relative norm error accepted; 0: the dtype's (tolerance_for)
+  double tolerance = 0;      // base relative norm error accepted (scaled per shape by tolerance_at); 0: the dtype's
   // Launch the kernel in this sandbox process (kernel_sandbox.hpp), on operands in its
   // device(), which is then the `device` argument; nullptr: in this process.
   KernelSandbox* sandbox = nullptr;

@@ -95,6 +95,12 @@ class Gemm final : public Op {
     return elements * static_cast<double>(dtype_size(p.dtype));
   }
   double reference_cost(const arb_problem& p) const override { return flops(p) / 2; }
+  int64_t accumulated_terms(const arb_problem& p) const override { return p.k; }
+  // GELU and SiLU: a slope up to 1.13 times the sum's error, and erf/tanh/exp evaluated in
+  // the kernel's precision add a few units of their own; ReLU passes the error through.
+  double epilogue_error_factor(const arb_problem& p) const override {
+    return p.activation == ARB_ACT_NONE || p.activation == ARB_ACT_RELU ? 1.0 : 2.0;
+  }
   std::string scalars_text(const arb_operands& o) const override {
     return fmt::format("alpha {:g} beta {:g}", o.alpha, o.beta);
   }

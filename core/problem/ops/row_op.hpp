@@ -33,6 +33,8 @@ class RowOp : public Op {
 
   // Bound by memory: no flops counted.
   double flops(const arb_problem&) const override { return 0; }
+  // Each row is reduced over its columns (a sum of squares, a sum of exponentials).
+  int64_t accumulated_terms(const arb_problem& p) const override { return p.cols; }
   // A few passes over each row in fp64.
   double reference_cost(const arb_problem& p) const override {
     return static_cast<double>(p.rows) * static_cast<double>(p.cols) * 4;
