@@ -1,11 +1,13 @@
 // A folder of broken plugins next to the good ones: each broken one is rejected with its
 // reason, and the host keeps working.
 #include "common/failure.hpp"
+#include "common/log.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem_text.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -236,4 +238,25 @@ TEST_CASE("plugins.probe and plugins.probe_time_limit_s are read and checked") {
     CAPTURE(bad);
     CHECK_THROWS_AS(parse_config(bad, "<t>", ""), Failure);
   }
+}
+
+TEST_CASE("a plugin with nothing to offer on this host is info, a broken one a warning") {
+  // init_fails refuses with ARB_ERR_UNSUPPORTED (as a CUDA plugin does without a GPU); throws
+  // breaks the ABI. Each context logs its rejections: only the second deserves a warning.
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  spdlog::logger& log = logger();
+  const spdlog::level::level_enum level_before = log.level();
+  log.sinks().push_back(sink);
+  log.set_level(spdlog::level::info);
+  test::make_context(test::config_loading({test::fixture_file("init_fails"), test::fixture_file("throws")}));
+  log.sinks().pop_back();
+  log.set_level(level_before);
+  std::map<std::string, spdlog::level::level_enum> level_of;
+  for (const spdlog::details::log_msg_buffer& m : sink->last_raw()) {
+    const std::string text(m.payload.begin(), m.payload.end());
+    for (const char* name : {"arbiter_init_fails.so", "arbiter_throws.so"})
+      if (text.find(name) != std::string::npos && text.find("rejected") != std::string::npos) level_of[name] = m.level;
+  }
+  CHECK(level_of.at("arbiter_init_fails.so") == spdlog::level::info);
+  CHECK(level_of.at("arbiter_throws.so") == spdlog::level::warn);
 }

@@ -47,7 +47,7 @@ bool same_path(const std::string& a, const std::string& b) {
 // install's own folders (plugins/ and plugins-emulated/: they are part of the installation,
 // like libarbiter itself) or files the config trusts by path and hash.
 PluginProbe probe_for(const PluginsConfig& config, const PluginCandidate& candidate) {
-  if (!config.probe || candidate.origin == "install" || candidate.origin == "emulated") return {};
+  if (!config.probe || shipped_with_install(candidate.origin)) return {};
   return [&config](const fs::path& path, const std::string& sha256) -> std::string {
     for (const TrustedPlugin& trusted : config.trust)
       if (trusted.sha256 == sha256 && same_path(trusted.path, path.string())) return "";
@@ -125,7 +125,7 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
 // plugin is not replaced by one found on a user path unless plugins.choose says so; between
 // user paths the first in search order wins. The losers are rejected naming both paths.
 void KernelRegistry::resolve_duplicate_names(const PluginsConfig& config) {
-  auto installed = [](const PluginRecord& r) { return r.origin == "install" || r.origin == "emulated"; };
+  auto installed = [](const PluginRecord& r) { return shipped_with_install(r.origin); };
   auto lose = [](PluginRecord& record, std::string reason) {
     record.state = PluginState::rejected;
     record.reason = std::move(reason);

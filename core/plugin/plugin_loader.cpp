@@ -119,13 +119,15 @@ const char* state_name(PluginState state) {
 
 namespace {
 
-void reject(PluginRecord& record, std::string reason) {
+// `expected`: the plugin has nothing to offer on this host (its entry said ARB_ERR_UNSUPPORTED,
+// as a CUDA plugin does without a GPU): worth an info line, not a warning every context.
+void reject(PluginRecord& record, std::string reason, bool expected = false) {
   record.state = PluginState::rejected;
   record.reason = std::move(reason);
   record.kernels.clear();
   record.keep_alive.reset();  // release() if the entry succeeded, then unload
-  logger().warn("plugin '{}' rejected: {} (host plugin ABI {}.{})", record.path, record.reason, ARB_PLUGIN_ABI_MAJOR,
-                ARB_PLUGIN_ABI_MINOR);
+  logger().log(expected ? spdlog::level::info : spdlog::level::warn, "plugin '{}' rejected: {} (host plugin ABI {}.{})",
+               record.path, record.reason, ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR);
 }
 
 // Calls the plugin's entry and reads what it answers; `library` (may be null) stays open for
@@ -143,7 +145,8 @@ void run_entry(PluginRecord& record, arb_plugin_entry_fn entry, std::shared_ptr<
   }
   message[sizeof message - 1] = '\0';
   if (status != ARB_OK)
-    return reject(record, fmt::format("entry failed (status {}): {}", static_cast<int>(status), message));
+    return reject(record, fmt::format("entry failed (status {}): {}", static_cast<int>(status), message),
+                  status == ARB_ERR_UNSUPPORTED);
 
   // From here on the plugin's release() runs before the library is unloaded.
   void (*release)(void*) = nullptr;

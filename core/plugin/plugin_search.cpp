@@ -4,6 +4,7 @@
 #include "version.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -27,12 +28,31 @@ std::string plugin_name_from_file(const fs::path& path) {
   return file.substr(kPrefix.size(), file.size() - kPrefix.size() - kSuffix.size());
 }
 
-fs::path install_plugin_dir() {
+namespace {
+
+// The file this code was loaded from: libarbiter.so, or the program itself when it links
+// the core statically. For the main program the loader records the name it was started by
+// (argv[0]: "arbiter" when found through PATH), which says nothing about where it lies, so
+// the kernel's /proc/self/exe is asked instead.
+fs::path this_module_file() {
   Dl_info info{};
-  if (::dladdr(reinterpret_cast<const void*>(&install_plugin_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  link_map* map = nullptr;
+  if (::dladdr1(reinterpret_cast<const void*>(&this_module_file), &info, reinterpret_cast<void**>(&map),
+                RTLD_DL_LINKMAP) == 0)
+    return {};
+  const bool main_program = map == nullptr || map->l_name == nullptr || map->l_name[0] == '\0';
   std::error_code ec;
-  const fs::path module = fs::canonical(fs::path(info.dli_fname), ec);
-  if (ec) return {};
+  fs::path module = main_program || info.dli_fname == nullptr ? fs::read_symlink("/proc/self/exe", ec)
+                                                              : fs::canonical(fs::path(info.dli_fname), ec);
+  return ec ? fs::path() : module;
+}
+
+}  // namespace
+
+fs::path install_plugin_dir() {
+  const fs::path module = this_module_file();
+  if (module.empty()) return {};
+  std::error_code ec;
   for (const char* relative : {ARBITER_PLUGIN_DIR_FROM_LIBDIR, ARBITER_PLUGIN_DIR_FROM_BINDIR}) {
     const fs::path dir = (module.parent_path() / relative).lexically_normal();
     if (fs::is_directory(dir, ec)) return dir;

@@ -7,14 +7,19 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace arbiter {
 
 struct PluginCandidate {
   std::filesystem::path path;
-  std::string origin;  // "config", "ARBITER_PLUGIN_PATH" or "install"
+  std::string origin;  // "config", "ARBITER_PLUGIN_PATH", "install" or "emulated"
 };
+
+// Found in the install's own folders (plugins/ or plugins-emulated/): part of the
+// installation, like libarbiter itself, rather than a file a user pointed at.
+inline bool shipped_with_install(std::string_view origin) { return origin == "install" || origin == "emulated"; }
 
 // Folders contribute their files named arbiter_<name>.so, sorted by name; files named
 // directly are taken as they are. The same file reached twice is listed once.

@@ -7,6 +7,7 @@
 #include "problem/problem.hpp"
 #include "verify/accuracy.hpp"
 #include "plugin/kernel_call.hpp"
+#include "plugin/plugin_search.hpp"
 #include "problem/problem_cost.hpp"
 #include "verify/isolated_verification.hpp"
 #include "verify/kernel_sandbox.hpp"
@@ -78,7 +79,7 @@ std::optional<double> VerificationGate::child_time_limit(const KernelRecord&, co
 // CPU, on a GPU (a CUDA context of its own) or on the emulator.
 bool VerificationGate::sandboxed(const KernelRecord& kernel) const {
   if (config_.sandbox == VerifySandbox::off || !gated(kernel)) return false;
-  return config_.sandbox == VerifySandbox::all || (kernel.plugin->origin != "install" && kernel.plugin->origin != "emulated") ||
+  return config_.sandbox == VerifySandbox::all || !shipped_with_install(kernel.plugin->origin) ||
          kernel.provenance == ARB_PROVENANCE_AI_GENERATED;
 }
 

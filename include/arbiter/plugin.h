@@ -153,7 +153,10 @@ typedef struct arb_host_api {
 #define ARB_HOST_API_STRUCT_SIZE ARB_STRUCT_SIZE(arb_host_api, log)
 
 /* The one exported symbol. May be called more than once (once per context). On success
- * *descriptor points to a descriptor valid until its release() (or the unload). */
+ * *descriptor points to a descriptor valid until its release() (or the unload).
+ * ARB_ERR_UNSUPPORTED with a reason in err means "nothing to offer on this host" (a CUDA
+ * plugin without a GPU): an expected state, listed with the reason and logged as info. Any
+ * other failure is logged as a warning. */
 typedef arb_status (*arb_plugin_entry_fn)(const arb_host_api* host,
                                           const arb_plugin_descriptor** descriptor, char* err,
                                           size_t err_capacity);

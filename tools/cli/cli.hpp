@@ -26,6 +26,10 @@ struct Arguments {
 // applied, then `adjust` (a command's own defaults). Throws Failure.
 std::unique_ptr<Context> make_context(const Arguments& args, const std::function<void(Config&)>& adjust = {});
 
+// Fails (ARB_ERR_PLUGIN, "no plugin loaded: ...", saying why) unless some plugin file was
+// loaded: with only the built-in oracle, `run` and `tune` would measure nothing but it.
+void require_plugin_files(const Context& context, const char* command);
+
 // The problems a command works on: those of --suite=FILE, or the one problem written as the
 // positional words. `command` names the command in messages.
 std::vector<SuiteProblem> problems_from(const Arguments& args, const char* command);

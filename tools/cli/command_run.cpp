@@ -66,6 +66,7 @@ int command_run(const Arguments& args) {
     if (kernel == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "no loaded kernel is named '" + name + "'");
     rule = "--kernel";
   } else {
+    require_plugin_files(*context, "run");
     const Decision decision = context->dispatcher().decide(problem, Dispatcher::Mode::dispatch);
     if (decision.kernel == nullptr) fail(ARB_ERR_UNSUPPORTED, decision.failure + "; try `arbiter explain`");
     kernel = decision.kernel;
@@ -112,11 +113,12 @@ int command_run(const Arguments& args) {
   if (reference == nullptr) {
     fmt::print("check:   skipped: the reference plugin is not loaded\n");
   } else {
-    const Comparison c = compare_outputs(result, reference_answer(*reference, buffers));
-    const double tolerance = tolerance_for(*kernel, problem.dtype);
+    // Judged as the gate judges: against the result, then against the magnitudes' scale.
+    const double tolerance = tolerance_for(*kernel, problem);
+    const Comparison c = compare_with_reference(*reference, buffers, result, reference_answer(*reference, buffers), tolerance);
     const bool accepted = c.accepted(tolerance);
     passed = passed && accepted;
-    fmt::print("check:   relative norm error {:.3g} (worst output: {}) against {}, tolerance {:.0e}: {}\n", c.error,
+    fmt::print("check:   relative norm error {:.3g} (worst output: {}) against {}, tolerance {:.2g}: {}\n", c.error,
                c.worst.empty() ? "-" : c.worst, reference->name, tolerance, accepted ? "PASS" : "FAIL");
   }
 

@@ -36,6 +36,7 @@ std::string micros(double seconds) { return fmt::format("{:.3g} us", seconds * 1
 int command_tune(const Arguments& args) {
   const std::vector<SuiteProblem> problems = problems_from(args, "tune");
   const auto context = make_context(args);
+  require_plugin_files(*context, "tune");
   const std::string table_path = context->config().table.path;
   if (table_path.empty())
     fmt::print(stderr, "arbiter tune: no table (--table=PATH or table.path): results are printed, not saved\n");

@@ -3,12 +3,14 @@
 
 #include "common/failure.hpp"
 #include "common/log.hpp"
+#include "plugin/plugin_search.hpp"
 #include "problem/problem_text.hpp"
 
 #include <arbiter/arbiter.h>
 
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 namespace arbiter::cli {
 
@@ -42,6 +44,28 @@ std::unique_ptr<Context> make_context(const Arguments& args, const std::function
   if (adjust) adjust(config);
   set_log_level(config.log_level);
   return std::make_unique<Context>(std::move(config));
+}
+
+void require_plugin_files(const Context& context, const char* command) {
+  size_t rejected = 0;
+  for (const auto& plugin : context.registry().plugins()) {
+    if (plugin->origin == "built-in") continue;
+    if (plugin->state == PluginState::loaded) return;
+    ++rejected;
+  }
+  const PluginsConfig& plugins = context.config().plugins;
+  std::string why;
+  if (rejected > 0)
+    why = std::to_string(rejected) + " plugin file(s) found, none loaded (`arbiter plugins` says why)";
+  else if (!plugins.search_default_paths)
+    why = "no plugin file found in plugins.paths, and plugins.search_default_paths = false";
+  else if (install_plugin_dir().empty())
+    why = "no plugin file found: this program's installation has no plugin folder (<libdir>/arbiter/plugins), "
+          "and neither plugins.paths nor ARBITER_PLUGIN_PATH names one";
+  else
+    why = "no plugin file found in plugins.paths, ARBITER_PLUGIN_PATH or " + install_plugin_dir().string();
+  fail(ARB_ERR_PLUGIN, std::string(command) + ": no plugin loaded: " + why +
+                           "; only the built-in reference kernels (the oracle) would run");
 }
 
 std::vector<SuiteProblem> problems_from(const Arguments& args, const char* command) {
@@ -115,6 +139,27 @@ A problem is written as in docs/problem-syntax.md, for example
 Without --config the embedded default configuration (configs/default.toml) is used.
 )";
 
+// `arbiter COMMAND --help`: COMMAND's entries of kUsage (each a line "  COMMAND ..." and the
+// deeper-indented lines under it), and how problems are written when it takes one.
+int print_command_help(const std::string& command) {
+  const std::string_view usage = kUsage;
+  const std::string entry_start = "\n  " + command + " ";
+  std::string entries;
+  for (size_t start = usage.find(entry_start); start != std::string_view::npos;
+       start = usage.find(entry_start, start + 1)) {
+    size_t end = usage.find('\n', start + 1);
+    while (end != std::string_view::npos && usage.compare(end + 1, 4, "    ") == 0) end = usage.find('\n', end + 1);
+    entries += usage.substr(start, end - start);
+  }
+  if (entries.empty()) {
+    std::fprintf(stderr, "arbiter: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+    return 2;
+  }
+  std::printf("usage: arbiter [--config FILE] %s ...\n%s\n", command.c_str(), entries.c_str());
+  if (entries.find("<problem") != std::string::npos) std::printf("%s", usage.substr(usage.find("\nA problem is")).data());
+  return 0;
+}
+
 // Options with a separate value word ("--config FILE", "--kernel NAME").
 bool takes_value(const std::string& word) {
   for (const char* name : {"--config", "--kernel", "--samples", "--seed", "--suite", "--table", "--plugin", "--budget-ms",
@@ -131,7 +176,10 @@ int main(int argc, char** argv) {
   std::string command;
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
-    if (word == "-h" || word == "--help") word = "help";
+    if (word == "-h" || word == "--help") {
+      if (!command.empty() && command != "help") return print_command_help(command);
+      word = "help";
+    }
     if (takes_value(word)) {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "arbiter: %s needs a value\n", word.c_str());
@@ -163,6 +211,7 @@ int main(int argc, char** argv) {
                   abi & 0xffff, ARB_PLUGIN_ABI_MAJOR, ARB_PLUGIN_ABI_MINOR);
       return 0;
     }
+    if (command == "help" && !args.positional.empty()) return print_command_help(args.positional.front());
     if (command == "help" || command.empty()) {
       std::fputs(kUsage, command.empty() ? stderr : stdout);
       return command.empty() ? 2 : 0;

@@ -3,7 +3,7 @@
 #include "common/failure.hpp"
 #include "plugin/kernel_call.hpp"
 
-#include <set>
+#include <map>
 
 namespace arbiter::sandbox {
 
@@ -21,21 +21,22 @@ arb_status DeviceMirror::launch(const KernelRecord& kernel, const LaunchRequest&
   operands.alpha = request.alpha;
   operands.beta = request.beta;
   operands.eps = request.eps;
-  std::set<std::pair<uint64_t, uint64_t>> allocations;  // each once, however many operands it holds
-  for (int at = 0; at < kOperandPointers; ++at) {
-    const uint64_t offset = request.offsets[at], start = request.allocation_offsets[at],
-                   bytes = request.allocation_bytes[at];
-    if (offset != kNoOperand) allocations.emplace(start, bytes);
-  }
   try {
+    // Each allocation once, however many operands it holds, with its device buffer.
+    std::map<std::pair<uint64_t, uint64_t>, void*> allocations;
+    for (int at = 0; at < kOperandPointers; ++at) {
+      const uint64_t start = request.allocation_offsets[at], bytes = request.allocation_bytes[at];
+      if (request.offsets[at] != kNoOperand) allocations.emplace(std::make_pair(start, bytes), buffer_for(start, bytes));
+    }
     int at = 0;
     for_each_pointer(operands, [&](auto& field) {
       const uint64_t offset = request.offsets[at], start = request.allocation_offsets[at];
       const uint64_t bytes = request.allocation_bytes[at++];
-      if (offset != kNoOperand) field = static_cast<std::byte*>(buffer_for(start, bytes)) + (offset - start);
+      if (offset != kNoOperand)
+        field = static_cast<std::byte*>(allocations.at({start, bytes})) + (offset - start);
     });
-    for (const auto& [start, bytes] : allocations)
-      device_.upload(buffer_for(start, bytes), arena_ + start, static_cast<size_t>(bytes), nullptr);
+    for (const auto& [allocation, buffer] : allocations)
+      device_.upload(buffer, arena_ + allocation.first, static_cast<size_t>(allocation.second), nullptr);
     const size_t workspace_bytes = static_cast<size_t>(request.workspace_bytes);
     const DeviceMemory workspace = workspace_bytes > 0 ? device_.allocate(workspace_bytes) : DeviceMemory();
     arb_status status = ARB_OK;
@@ -48,8 +49,8 @@ arb_status DeviceMirror::launch(const KernelRecord& kernel, const LaunchRequest&
     // Failed or not, nothing of the kernel's may still run when its results are read: every
     // stream, not only the one it was handed.
     device_.synchronize_all();
-    for (const auto& [start, bytes] : allocations)
-      device_.download(arena_ + start, buffer_for(start, bytes), static_cast<size_t>(bytes), nullptr);
+    for (const auto& [allocation, buffer] : allocations)
+      device_.download(arena_ + allocation.first, buffer, static_cast<size_t>(allocation.second), nullptr);
     return status;
   } catch (const Failure& e) {
     *message = std::string("the device failed around the launch (in the sandbox; the host's device is unharmed): ") +
