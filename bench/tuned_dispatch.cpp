@@ -9,6 +9,7 @@
 // of N samples with p20/p80. The bar (issue 3): tuned is never slower than the best single
 // plugin by more than the noise, and beats OpenBLAS-only dispatch on the small shapes.
 #include "context.hpp"
+#include "arbiter_base/counted.hpp"
 #include "device/device_operands.hpp"
 #include "problem/problem.hpp"
 #include "plugin/plugin_search.hpp"
@@ -153,8 +154,8 @@ int main(int argc, char** argv) {
                              : fmt::format("SLOWER beyond noise {:.1f}%", noise * 100));
       std::fflush(stdout);
     }
-    fmt::print("\n{} problems; tuned slower than the best single plugin by more than the noise on {}.\n",
-               suite.problems.size(), failures);
+    fmt::print("\n{}; tuned slower than the best single plugin by more than the noise on {}.\n",
+               counted(static_cast<long long>(suite.problems.size()), "problem"), failures);
     return failures > 0 ? 3 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "arbiter_bench_tuned_dispatch: %s\n", e.what());

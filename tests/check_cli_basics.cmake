@@ -1,11 +1,26 @@
-# What a user meets first with the arbiter program (cmake -P; -DARBITER=program -DWORK=folder):
-# found through PATH from any folder it still finds its installation's plugins; a copy with
-# no installation beside it says "no plugin loaded" instead of running only the oracle; and
-# `arbiter COMMAND --help` prints that command's help.
+# What a user meets first with the arbiter program (cmake -P; -DARBITER=program -DWORK=folder
+# -DBUILD=build folder): found through PATH from any folder it still finds its installation's
+# plugins; a copy with no installation beside it says "no plugin loaded" instead of running
+# only the oracle; `arbiter COMMAND --help` prints that command's help; an installation
+# carries the suite format and an example suite, which its arbiter reads.
 include("${CMAKE_CURRENT_LIST_DIR}/cli_checks.cmake")
 get_filename_component(bin "${ARBITER}" DIRECTORY)
 get_filename_component(program "${ARBITER}" NAME)
 set(elsewhere "${WORK}/cli_basics")
+
+set(prefix "${elsewhere}/prefix")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}" RESULT_VARIABLE rc OUTPUT_QUIET)
+expect("${rc}" "^0$")
+foreach(file doc/suite-format.md doc/problem-syntax.md suites/cpu-small.toml)
+  if(NOT EXISTS "${prefix}/share/arbiter/${file}")
+    message(FATAL_ERROR "the installation has no share/arbiter/${file}")
+  endif()
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=ARBITER_PLUGIN_PATH "PATH=${prefix}/bin:$ENV{PATH}" arbiter
+                        verify --suite=${prefix}/share/arbiter/suites/cpu-small.toml --kernel=cpu.softmax
+                WORKING_DIRECTORY "${elsewhere}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+expect("${rc}" "^0$")
+expect("${out}" "[1-9][0-9]* verdicts: [1-9][0-9]* passed, 0 failed")
 file(REMOVE_RECURSE "${elsewhere}")
 file(MAKE_DIRECTORY "${elsewhere}/lonely")
 
@@ -34,4 +49,18 @@ endforeach()
 execute_process(COMMAND "${ARBITER}" table --help RESULT_VARIABLE rc OUTPUT_VARIABLE out)
 expect("${rc}" "^0$")
 expect("${out}" "table merge OUT IN")
+
+set(prefix "${elsewhere}/prefix")
+execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}" RESULT_VARIABLE rc OUTPUT_QUIET)
+expect("${rc}" "^0$")
+foreach(file doc/suite-format.md doc/problem-syntax.md suites/cpu-small.toml)
+  if(NOT EXISTS "${prefix}/share/arbiter/${file}")
+    message(FATAL_ERROR "the installation has no share/arbiter/${file}")
+  endif()
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=ARBITER_PLUGIN_PATH "PATH=${prefix}/bin:$ENV{PATH}" arbiter
+                        verify --suite=${prefix}/share/arbiter/suites/cpu-small.toml --kernel=cpu.softmax
+                WORKING_DIRECTORY "${elsewhere}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+expect("${rc}" "^0$")
+expect("${out}" "[1-9][0-9]* verdicts: [1-9][0-9]* passed, 0 failed")
 file(REMOVE_RECURSE "${elsewhere}")

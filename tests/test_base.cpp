@@ -1,6 +1,7 @@
 // base/: the pieces the host and the plugins share (ABI names, path lists, the strict TOML
 // reader), tested once here for both.
 #include "arbiter_base/abi_names.hpp"
+#include "arbiter_base/counted.hpp"
 #include "arbiter_base/path_list.hpp"
 #include "arbiter_base/sha256.hpp"
 #include "arbiter_base/strict_toml.hpp"
@@ -220,4 +221,12 @@ TEST_CASE("base.sha256: the SHA extensions and the portable code agree on every 
     portable.update(std::string_view(data).substr(0, length));
     CHECK(fast.hex_digest() == portable.hex_digest());
   }
+}
+
+TEST_CASE("counts in reports agree with their nouns") {
+  CHECK(counted(1, "shape") == "1 shape");
+  CHECK(counted(6, "shape") == "6 shapes");
+  CHECK(counted(0, "problem") == "0 problems");
+  CHECK(counted(1, "entry", "entries") == "1 entry");
+  CHECK(counted(3, "entry", "entries") == "3 entries");
 }

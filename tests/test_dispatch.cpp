@@ -73,6 +73,10 @@ kernel = "reference.softmax"
   CHECK(report.find("kernel refused the problem (small shapes only") != std::string::npos);
   const std::string report2 = context->dispatcher().explain(parse_problem("gemm f32 m=2 n=8 k=8").problem);
   CHECK(report2.find("nosuch.kernel: no such kernel is loaded; rule skipped") != std::string::npos);
+  // The rule decided: the candidates the heuristic would fall back to are still listed.
+  const std::string report3 = context->dispatcher().explain(parse_problem("softmax f32 rows=1 cols=16").problem);
+  CHECK(report3.find("fallback (the heuristic, if the rule above did not apply): cpu.softmax\n") != std::string::npos);
+  CHECK(report3.find("  cpu.softmax (plugin priority") != std::string::npos);
 }
 
 TEST_CASE("an override naming a kernel of another op is skipped, never launched") {

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace arbiter {
 
 bool rule_matches(const OverrideRule& rule, const arb_problem& p) {
@@ -259,6 +261,19 @@ std::string Dispatcher::explain(const arb_problem& problem) {
   }
   out += "considered:\n";
   for (const std::string& line : decision.trace) out += "  " + line + "\n";
+  // An override or table entry decided before the heuristic looked: show what it would
+  // pick, which is what runs if that rule stops applying (its kernel fails or goes away).
+  const bool heuristic_shown =
+      decision.rule.rfind("heuristic", 0) == 0 ||
+      std::any_of(decision.trace.begin(), decision.trace.end(),
+                  [](const std::string& line) { return line.rfind("(heuristic)", 0) == 0; });
+  if (decision.kernel != nullptr && !heuristic_shown) {
+    Decision fallback;
+    heuristic(problem, Mode::explain, fallback);
+    out += fmt::format("fallback (the heuristic, if the rule above did not apply): {}\n",
+                       fallback.kernel != nullptr ? fallback.kernel->name : "none");
+    for (const std::string& line : fallback.trace) out += "  " + line + "\n";
+  }
   for (const auto& plugin : registry_.plugins())
     if (plugin->state != PluginState::loaded)
       out += fmt::format("  plugin {} ({}): {}: {}\n", plugin->name.empty() ? "?" : plugin->name, plugin->path,

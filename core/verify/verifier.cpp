@@ -1,4 +1,5 @@
 #include "verify/verifier.hpp"
+#include "arbiter_base/counted.hpp"
 
 #include "arbiter_base/abi_names.hpp"
 #include "device/device_operands.hpp"
@@ -36,7 +37,7 @@ bool Verdict::failed(const std::string& check) const {
 std::string Verdict::summary() const {
   if (passed && trials == 0) return detail.empty() ? "passed" : detail;  // recorded elsewhere (the table)
   if (passed)
-    return fmt::format("passed: {} trials of 2 runs, {} shapes, max error {:.2g}", trials, shapes, max_error);
+    return fmt::format("passed: {} of 2 runs, {}, max error {:.2g}", counted(trials, "trial"), counted(shapes, "shape"), max_error);
   std::string checks;
   for (const std::string& c : failed_checks) checks += (checks.empty() ? "" : ", ") + c;
   return "failed: " + checks;

@@ -36,7 +36,7 @@ expect("${checks}" "rerun_differs")
 run(0 verify rmsnorm bf16 rows=5 cols=1000 residual=1 --device=cuda-emulated --plugin=cuda)
 expect("${output}" "device=cuda")
 expect("${output}" "cuda.rmsnorm_vec16 +hand_tuned +passed")
-expect("${output}" "1 verdicts: 1 passed, 0 failed")
+expect("${output}" "1 verdict: 1 passed, 0 failed")
 # `arbiter run` on a CUDA problem: operands in the emulated device's memory, calls through
 # dispatch with shadow checks (the check copies inputs and outputs through the device), the
 # result checked against the oracle, and no time.

@@ -1,6 +1,7 @@
 // arbiter table show [PATH] | diff A B | merge OUT IN... | prune [PATH]
 // PATH defaults to the configured table.path (--table=PATH or the config).
 #include "cli.hpp"
+#include "arbiter_base/counted.hpp"
 
 #include "common/failure.hpp"
 #include "table/table_file.hpp"
@@ -43,8 +44,9 @@ std::string status_here(Context& context, const TuningTable& table, const TableE
 int show(const Arguments& args, Context& context) {
   const std::string path = table_path(args, context, 1);
   const TuningTable table = load_table_file(path);
-  fmt::print("table: {} (schema {}), {} entries, {} devices; this machine: {}\n", path, TuningTable::kSchema,
-             table.entries().size(), table.devices().size(), fmt::join(device_ids(context), ", "));
+  fmt::print("table: {} (schema {}), {}, {}; this machine: {}\n", path, TuningTable::kSchema,
+             counted(static_cast<long long>(table.entries().size()), "entry", "entries"),
+             counted(static_cast<long long>(table.devices().size()), "device"), fmt::join(device_ids(context), ", "));
   for (const auto& [id, d] : table.devices()) fmt::print("  device {}: {} {} [{}]\n", id, d.kind, d.name, d.details);
   int valid = 0, stale = 0, other = 0;
   fmt::print("\n| key | kernel | median us | margin | verified | here |\n| --- | --- | ---: | ---: | --- | --- |\n");

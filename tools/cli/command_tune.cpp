@@ -2,6 +2,7 @@
 // problem, keep the fastest by more than the noise, write the table as results arrive, and
 // print the candidates, verdicts, times, winners and margins.
 #include "cli.hpp"
+#include "arbiter_base/counted.hpp"
 
 #include "common/failure.hpp"
 #include "arbiter_base/abi_names.hpp"
@@ -98,7 +99,7 @@ int command_tune(const Arguments& args) {
                r.median > 0 ? micros(r.median) : "-", r.runner_up.empty() ? "-" : r.runner_up,
                r.runner_up.empty() ? "-" : fmt::format("{:.1f}%", r.margin * 100));
   fmt::print("\nmethod: {}. Margin: the runner-up's median over the winner's, minus one.\n", method);
-  fmt::print("tuning time: {:.1f} s for {} problems{}\n", elapsed(), problems.size(),
+  fmt::print("tuning time: {:.1f} s for {}{}\n", elapsed(), counted(static_cast<long long>(problems.size()), "problem"),
              table_path.empty() ? "" : "; table written to " + table_path);
   return 0;
 }

@@ -1,6 +1,7 @@
 // arbiter verify [--plugin=P] [--kernel=K] [--full] <problem | --suite=FILE>: the verification
 // gate's verdict for every kernel that supports each problem, with the failed checks named.
 #include "cli.hpp"
+#include "arbiter_base/counted.hpp"
 
 #include "common/failure.hpp"
 #include "arbiter_base/abi_names.hpp"
@@ -48,7 +49,7 @@ int command_verify(const Arguments& args) {
     }
     if (shown == 0) fmt::print("  (no kernel of this op matches the filters)\n");
   }
-  fmt::print("\n{} verdicts: {} passed, {} failed. Checks: docs/verification.md\n", passed + failed, passed, failed);
+  fmt::print("\n{}: {} passed, {} failed. Checks: docs/verification.md\n", counted(passed + failed, "verdict"), passed, failed);
   return failed > 0 ? 4 : 0;
 }
 
