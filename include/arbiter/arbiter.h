@@ -92,6 +92,8 @@ typedef struct arb_gemm_args {
   float beta;
 } arb_gemm_args;
 #define ARB_GEMM_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_gemm_args, beta)
+/* Start from the INIT macro: a zero-filled struct has alpha = 0, which is valid and scales
+ * A*B away (bindings without macros: docs/abi-rules.md, "Binding authors"). */
 #define ARB_GEMM_ARGS_INIT {sizeof(arb_gemm_args), NULL, NULL, NULL, NULL, NULL, 0, 0, ARB_ACT_NONE, 0, 1.0f, 0.0f}
 
 /* y = x / sqrt(mean(x^2) + eps) * weight over the last dimension.
