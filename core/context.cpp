@@ -41,7 +41,7 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
   // Runs before dispatcher_ is built: the table is loaded here, once.
   if (!config_.table.path.empty()) {
     try {
-      table_ = std::make_unique<TableIndex>(load_table_file(config_.table.path), devices_, registry_, gate_);
+      table_ = std::make_unique<TableIndex>(load_table_file(config_.table.path, config_.table.max_file_bytes()), devices_, registry_, gate_);
     } catch (const Failure& e) {
       table_error_ = e.what();
       logger().error("tuning table unusable, continuing without it: {}", table_error_);
@@ -85,7 +85,8 @@ void Context::write_entry(const TableEntry& entry) {
     if (d != nullptr && d->fingerprint().id() == entry.device) device = d;
   if (device == nullptr) fail(ARB_ERR_TABLE, "the entry's device " + entry.device + " is not this machine's");
   const DeviceFingerprint fingerprint = device->fingerprint();
-  update_table_file(config_.table.path, [&](TuningTable& table) { table.put(entry, fingerprint); });
+  update_table_file(
+      config_.table.path, [&](TuningTable& table) { table.put(entry, fingerprint); }, config_.table.max_file_bytes());
 }
 
 void Context::judge(const ShadowCapture& check, const Selection& selection, const arb_problem& problem,

@@ -6,6 +6,7 @@
 #include "common/atomic_file.hpp"
 #include "common/failure.hpp"
 #include "config/config.hpp"
+#include "table/tuning_table.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -122,5 +123,21 @@ TEST_CASE("files: a temporary a killed writer left is removed by the next write,
   CHECK_FALSE(fs::exists(stray));
   CHECK(fs::exists(live));
   CHECK(files_in(dir) == 2);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("files: the tuning table's size limit is the config's table.max_file_mib") {
+  const fs::path dir = scratch("table-limit");
+  // A valid table of a little over 1 MiB: comments are text the limit counts.
+  write(dir / "table.toml", "schema = " + std::to_string(TuningTable::kSchema) + "\n" +
+                                std::string(1100000, '#') + "\n");
+  auto context_with = [&](const std::string& limit) {
+    return test::make_context(test::config_loading({}, "[table]\npath = \"" + (dir / "table.toml").string() + "\"\n" + limit));
+  };
+  const auto refused = context_with("max_file_mib = 1\n");
+  CHECK(refused->table_error().find("more than the limit of 1048576") != std::string::npos);
+  const auto read = context_with("");  // the default, 64 MiB
+  CHECK(read->table_error() == "");
+  CHECK_THROWS_AS(parse_config("[table]\nmax_file_mib = 0\n", "<test>", "."), Failure);
   fs::remove_all(dir);
 }

@@ -77,6 +77,8 @@ struct DispatchConfig {
 struct TableConfig {
   std::string path;  // the tuning table; "" for none
   TablePolicy policy = TablePolicy::replay;
+  int64_t max_file_mib = 64;  // a larger table file is refused, never read (tables are text)
+  size_t max_file_bytes() const { return static_cast<size_t>(max_file_mib) << 20; }
 };
 
 // Which kernels' verification launches them in a sandbox process (verify/kernel_sandbox.hpp).

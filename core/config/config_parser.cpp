@@ -172,6 +172,10 @@ void read_table(Section& root, const std::string& source, const std::string& bas
       s.error_at("policy", "'table.policy' must be \"replay\", \"tune-missing\", \"retune\" or \"strict\", not \"" +
                                      *policy + "\"");
   }
+  if (auto mib = s.integer("max_file_mib")) {
+    if (*mib < 1 || *mib > 65536) s.error_at("max_file_mib", "'table.max_file_mib' must be from 1 to 65536");
+    out.max_file_mib = *mib;
+  }
   s.finish();
 }
 

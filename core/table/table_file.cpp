@@ -51,23 +51,23 @@ class FileLock {
 
 }  // namespace
 
-TuningTable load_table_file(const std::string& path) {
+TuningTable load_table_file(const std::string& path, size_t limit) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return TuningTable();
-  return TuningTable::parse(read_text_file(path, "tuning table", ARB_ERR_TABLE), path);
+  return TuningTable::parse(read_text_file(path, "tuning table", ARB_ERR_TABLE, limit), path);
 }
 
 void write_table_file(const std::string& path, const TuningTable& table) {
   write_file_atomically(path, table.to_toml(), ARB_ERR_TABLE);
 }
 
-void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update) {
+void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update, size_t limit) {
   std::error_code ec;
   const fs::path parent = fs::absolute(path).parent_path();
   if (!fs::is_directory(parent, ec) && !fs::create_directories(parent, ec))
     fail(ARB_ERR_TABLE, fmt::format("cannot create the folder of the tuning table '{}': {}", path, ec.message()));
   FileLock lock(path);
-  TuningTable table = load_table_file(path);  // what other writers put there meanwhile
+  TuningTable table = load_table_file(path, limit);  // what other writers put there meanwhile
   update(table);
   write_table_file(path, table);
 }

@@ -5,6 +5,7 @@
 // stray temporary file). Concurrent writers are serialised and lose no entry.
 #pragma once
 
+#include "arbiter_base/text_file.hpp"
 #include "table/tuning_table.hpp"
 
 #include <functional>
@@ -13,13 +14,14 @@
 namespace arbiter {
 
 // An empty table if the file does not exist; Failure(ARB_ERR_TABLE) if it cannot be read
-// or parsed.
-TuningTable load_table_file(const std::string& path);
+// or parsed, or is larger than `limit` bytes (table.max_file_mib).
+TuningTable load_table_file(const std::string& path, size_t limit = kTextFileLimit);
 
 // Under the lock: reads the current table (empty if absent), lets `update` change it,
 // writes it back atomically. If the current file is corrupt the update fails
 // (Failure(ARB_ERR_TABLE)) and the file is left for a person to look at.
-void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update);
+void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update,
+                       size_t limit = kTextFileLimit);
 
 // Writes a table to a path atomically (temporary file, flush, rename), without locking.
 void write_table_file(const std::string& path, const TuningTable& table);
