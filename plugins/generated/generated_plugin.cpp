@@ -11,6 +11,7 @@
 
 #include "cuda_plugin_support.hpp"
 #include "kernel_manifest.hpp"
+#include "launch_geometry.hpp"
 #include "arbiter_base/path_list.hpp"
 #include "kernel_module.hpp"
 #include "arbiter_base/sha256.hpp"
@@ -24,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -70,24 +72,19 @@ std::vector<std::string> manifest_files() {
   return files;
 }
 
-dim3 dims(const arbiter::generated::Formula (&f)[3], const arb_problem& p, const char* what) {
-  const int64_t x = f[0].evaluate(p), y = f[1].evaluate(p), z = f[2].evaluate(p);
-  if (x < 1 || y < 1 || z < 1 || x > 0x7fffffff || y > 65535 || z > 65535)
-    throw Error(ARB_ERR_KERNEL, std::string(what) + " out of range: " + std::to_string(x) + " x " + std::to_string(y) +
-                                    " x " + std::to_string(z));
-  return dim3(static_cast<unsigned>(x), static_cast<unsigned>(y), static_cast<unsigned>(z));
-}
-
 // Launches one compiled kernel with the arguments of its signature convention.
 void launch(const LoadedKernel& k, const Launch& l) {
   const arb_problem& p = l.problem;
   auto it = k.functions.find(p.dtype);
   if (it == k.functions.end()) throw Error(ARB_ERR_UNSUPPORTED, "not compiled for this dtype");
   const Manifest& m = k.manifest;
-  const dim3 grid = dims(m.grid, p, "grid"), block = dims(m.block, p, "block");
-  const int64_t shared = m.shared_bytes.evaluate(p);
-  if (shared < 0) throw Error(ARB_ERR_KERNEL, "shared_bytes is negative");
-  check_cuda(it->second->launch(p, l.operands, grid, block, static_cast<size_t>(shared), static_cast<cudaStream_t>(l.stream)),
+  // supports() refused problems without a valid launch; checked again, as it costs little.
+  std::string why;
+  const std::optional<arbiter::generated::LaunchDims> dims =
+      arbiter::generated::launch_dims(m.grid, m.block, m.shared_bytes, p, why);
+  if (!dims) throw Error(ARB_ERR_KERNEL, "no launch for this problem: " + why);
+  const dim3 grid(dims->grid[0], dims->grid[1], dims->grid[2]), block(dims->block[0], dims->block[1], dims->block[2]);
+  check_cuda(it->second->launch(p, l.operands, grid, block, dims->shared_bytes, static_cast<cudaStream_t>(l.stream)),
              "launch");
 }
 
