@@ -10,6 +10,7 @@
 
 #include "algo_config.hpp"
 #include "cuda_plugin_support.hpp"
+#include "lt_library.hpp"
 #include "lt_problem.hpp"
 
 #include <cuda_runtime.h>
@@ -214,6 +215,7 @@ std::vector<AlgoConfig> collect_configs() {
 
 arbiter::plugin::Plugin make() {
   arbiter::plugin::require_cuda_device();
+  arbiter::plugin::load_cublaslt();  // only now: a host without a GPU never maps it
   const size_t version = cublasLtGetVersion();
   arbiter::plugin::Plugin plugin("cublaslt", "1.0.0");
   plugin.provenance(ARB_PROVENANCE_VENDOR)
