@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <link.h>
 #include <string>
 #include <sys/wait.h>
 
@@ -189,6 +190,23 @@ Report openblas_report(const std::string& plugins_output) {
   return report;
 }
 
+// The ASan runtime this test runs with, where it is a shared library: an ASan-built arbiter
+// aborts unless that runtime comes first in LD_PRELOAD. Empty in a build without ASan.
+std::string sanitizer_runtime() {
+  std::string runtime;
+#if defined(__SANITIZE_ADDRESS__)
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* found) {
+        const std::string name = info->dlpi_name ? info->dlpi_name : "";
+        if (name.find("libasan.so") == std::string::npos) return 0;
+        *static_cast<std::string*>(found) = name;
+        return 1;
+      },
+      &runtime);
+#endif
+  return runtime;
+}
+
 [[noreturn]] void skip(const char* why) {
   std::printf("skipped: %s\n", why);
   std::fflush(stdout);
@@ -234,7 +252,9 @@ TEST_CASE("openblas_coretype.a weak first choice is overridden: OpenBLAS is relo
 
 TEST_CASE("openblas_coretype.an OpenBLAS the host loaded first is used as loaded, and reported so") {
   // LD_PRELOAD stands for a host (NumPy...) that had libopenblas loaded before arbiter.
-  const Run run = run_arbiter("LD_PRELOAD=libopenblas.so.0 ARBITER_OPENBLAS_SIMULATE_CORE=Prescott", "plugins");
+  const std::string asan = sanitizer_runtime();
+  const std::string preload = asan.empty() ? "libopenblas.so.0" : "'" + asan + ":libopenblas.so.0'";
+  const Run run = run_arbiter("LD_PRELOAD=" + preload + " ARBITER_OPENBLAS_SIMULATE_CORE=Prescott", "plugins");
   INFO(run.output);
   REQUIRE(run.status == 0);
   const Report report = openblas_report(run.output);
