@@ -36,7 +36,7 @@
 #include "gpu_report.hpp"
 #include "plugin/plugin_search.hpp"
 #include "table/tuned_entry.hpp"
-#include "support/shape_suite.hpp"
+#include "tune/shape_suite.hpp"
 #include "tune/tuner.hpp"
 
 #include <cuda_runtime.h>

@@ -13,7 +13,7 @@
 #include "device/device_operands.hpp"
 #include "problem/problem.hpp"
 #include "plugin/plugin_search.hpp"
-#include "support/shape_suite.hpp"
+#include "tune/shape_suite.hpp"
 #include "tune/tuner.hpp"
 
 #include <fmt/format.h>

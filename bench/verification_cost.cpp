@@ -11,7 +11,7 @@
 #include "plugin/plugin_search.hpp"
 #include "plugin/kernel_call.hpp"
 #include "problem/problem.hpp"
-#include "support/shape_suite.hpp"
+#include "tune/shape_suite.hpp"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The shipped shape suites (bench/suites/*.toml) load, and every problem in them parses.
-#include "support/shape_suite.hpp"
+#include "tune/shape_suite.hpp"
 
 #include <doctest/doctest.h>
 

@@ -3,7 +3,7 @@
 
 #include "config/config.hpp"
 #include "context.hpp"
-#include "support/shape_suite.hpp"
+#include "tune/shape_suite.hpp"
 
 #include <functional>
 #include <memory>

@@ -1,8 +1,8 @@
-// Fuzz target: shape suites (tools/support/shape_suite.hpp, format in bench/suites/README.md).
+// Fuzz target: shape suites (core/tune/shape_suite.hpp, format in docs/suite-format.md).
 // Expected: a suite, or Failure with ARB_ERR_CONFIG (the file) or ARB_ERR_INVALID_ARGUMENT
 // (a problem in it).
 #include "common/failure.hpp"
-#include "support/shape_suite.hpp"
+#include "tune/shape_suite.hpp"
 
 #include <cstdint>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "support/shape_suite.hpp"
+#include "tune/shape_suite.hpp"
 
 #include "common/failure.hpp"
 #include "common/text_file.hpp"

@@ -1,5 +1,6 @@
 // Shape suites (bench/suites/*.toml): named lists of problems taken from real models, each
-// saying where it comes from. bench/suites/README.md describes the format.
+// saying where it comes from, read by `arbiter verify|tune --suite`, arb_tune and the
+// benchmarks. docs/suite-format.md describes the format.
 #pragma once
 
 #include "problem/problem_text.hpp"
