@@ -80,13 +80,17 @@ void Context::record(const TableEntry& entry) {
 
 void Context::write_entry(const TableEntry& entry) {
   if (config_.table.path.empty()) fail(ARB_ERR_TABLE, "no tuning table is configured (table.path)");
+  record_in_file(config_.table.path, entry);
+}
+
+void Context::record_in_file(const std::string& path, const TableEntry& entry) {
   const Device* device = nullptr;
   for (const Device* d : {devices_.cpu, devices_.cuda})
     if (d != nullptr && d->fingerprint().id() == entry.device) device = d;
   if (device == nullptr) fail(ARB_ERR_TABLE, "the entry's device " + entry.device + " is not this machine's");
   const DeviceFingerprint fingerprint = device->fingerprint();
   update_table_file(
-      config_.table.path, [&](TuningTable& table) { table.put(entry, fingerprint); }, config_.table.max_file_bytes());
+      path, [&](TuningTable& table) { table.put(entry, fingerprint); }, config_.table.max_file_bytes());
 }
 
 void Context::judge(const ShadowCapture& check, const Selection& selection, const arb_problem& problem,

@@ -42,6 +42,8 @@ class Context {
   // Writes an entry into the table file (locked, merged, atomic) and the index, so that
   // dispatch uses it at once.
   void record(const TableEntry& entry);
+  // Writes an entry into another table file the same way; this context's index is unchanged.
+  void record_in_file(const std::string& path, const TableEntry& entry);
 
   // The hot path: select (cached) and launch. A call that is checked against the oracle (one
   // of a gated kernel's first calls of a problem, verify.first_calls_checked, or a sampled one

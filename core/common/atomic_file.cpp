@@ -51,22 +51,36 @@ void remove_stray_temporaries(const fs::path& target) {
   }
 }
 
+// The target's permission bits, kept (0644 for a new file); a target with no write bit, or
+// one this process may not write, is refused (rename() would replace it all the same).
+mode_t kept_mode(const fs::path& target, arb_status status) {
+  struct stat existing {};
+  if (::stat(target.c_str(), &existing) != 0) return 0644;
+  if (!S_ISREG(existing.st_mode)) fail(status, fmt::format("cannot replace '{}': not a regular file", target.string()));
+  if ((existing.st_mode & 0222) == 0 || ::access(target.c_str(), W_OK) != 0)
+    fail(status, fmt::format("'{}' is read-only (mode {:04o}): it is not replaced; make it writable to update it",
+                             target.string(), existing.st_mode & 07777));
+  return existing.st_mode & 07777;
+}
+
 }  // namespace
+
+void check_writable(const std::string& path, arb_status status) {
+  const fs::path target = fs::absolute(path);
+  kept_mode(target, status);
+  fs::path folder = target.parent_path();
+  std::error_code ec;
+  while (!fs::exists(folder, ec) && folder.has_relative_path()) folder = folder.parent_path();
+  if (!fs::is_directory(folder, ec))
+    fail(status, fmt::format("cannot write '{}': '{}' is not a folder", target.string(), folder.string()));
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    fail(status, fmt::format("cannot write '{}': the folder '{}' is not writable: {}", target.string(), folder.string(),
+                             std::strerror(errno)));
+}
 
 void write_file_atomically(const std::string& path, std::string_view text, arb_status status) {
   const fs::path target = fs::absolute(path);
-  // The target's permission bits, kept; a target with no write bit, or one this process may
-  // not write, is refused (rename() would replace it all the same).
-  mode_t mode = 0644;
-  struct stat existing {};
-  if (::stat(target.c_str(), &existing) == 0) {
-    if (!S_ISREG(existing.st_mode))
-      fail(status, fmt::format("cannot replace '{}': not a regular file", target.string()));
-    if ((existing.st_mode & 0222) == 0 || ::access(target.c_str(), W_OK) != 0)
-      fail(status, fmt::format("'{}' is read-only (mode {:04o}): it is not replaced; make it writable to update it",
-                               target.string(), existing.st_mode & 07777));
-    mode = existing.st_mode & 07777;
-  }
+  const mode_t mode = kept_mode(target, status);
   remove_stray_temporaries(target);
 
   std::random_device random;

@@ -18,4 +18,10 @@ namespace arbiter {
 // removed then.
 void write_file_atomically(const std::string& path, std::string_view text, arb_status status);
 
+// Throws Failure(status) where write_file_atomically would refuse `path` now: a target that is
+// not a regular file or is read-only, or a folder (or, for a folder still to be made, its
+// nearest existing parent) that is not a folder this process may write. A check before long
+// work; the write itself can still fail.
+void check_writable(const std::string& path, arb_status status);
+
 }  // namespace arbiter

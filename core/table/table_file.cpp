@@ -57,6 +57,12 @@ TuningTable load_table_file(const std::string& path, size_t limit) {
   return TuningTable::parse(read_text_file(path, "tuning table", ARB_ERR_TABLE, limit), path);
 }
 
+TuningTable open_table_for_update(const std::string& path, size_t limit) {
+  TuningTable table = load_table_file(path, limit);
+  check_writable(path, ARB_ERR_TABLE);
+  return table;
+}
+
 void write_table_file(const std::string& path, const TuningTable& table) {
   write_file_atomically(path, table.to_toml(), ARB_ERR_TABLE);
 }

@@ -23,6 +23,11 @@ TuningTable load_table_file(const std::string& path, size_t limit = kTextFileLim
 void update_table_file(const std::string& path, const std::function<void(TuningTable&)>& update,
                        size_t limit = kTextFileLimit);
 
+// The table at `path` (empty if the file does not exist), after checking that
+// update_table_file could write it: Failure(ARB_ERR_TABLE) if it cannot be read or parsed, or
+// its file or folder is not writable. For a writer that reads first and writes much later.
+TuningTable open_table_for_update(const std::string& path, size_t limit = kTextFileLimit);
+
 // Writes a table to a path atomically (temporary file, flush, rename), without locking.
 void write_table_file(const std::string& path, const TuningTable& table);
 
