@@ -75,6 +75,23 @@ static_assert(offsetof(arb_kernel_info, priority) == 28);
 static_assert(offsetof(arb_kernel_info, flags) == 32);
 static_assert(offsetof(arb_kernel_info, reserved) == 36);
 static_assert(sizeof(arb_kernel_info) == 40);
+// arb_verify_options (since 1.2)
+static_assert(offsetof(arb_verify_options, struct_size) == 0);
+static_assert(offsetof(arb_verify_options, problem) == 8);
+static_assert(offsetof(arb_verify_options, kernel) == 16);
+static_assert(offsetof(arb_verify_options, flags) == 24);
+static_assert(offsetof(arb_verify_options, reserved) == 28);
+static_assert(sizeof(arb_verify_options) == 32);
+static_assert(ARB_VERIFY_FULL == 0x1u);
+// arb_tune_options (since 1.2)
+static_assert(offsetof(arb_tune_options, struct_size) == 0);
+static_assert(offsetof(arb_tune_options, problems) == 8);
+static_assert(offsetof(arb_tune_options, problem_count) == 16);
+static_assert(offsetof(arb_tune_options, suite_path) == 24);
+static_assert(offsetof(arb_tune_options, table_path) == 32);
+static_assert(offsetof(arb_tune_options, progress) == 40);
+static_assert(offsetof(arb_tune_options, progress_user_data) == 48);
+static_assert(sizeof(arb_tune_options) == 56);
 // arb_problem
 static_assert(offsetof(arb_problem, struct_size) == 0);
 static_assert(offsetof(arb_problem, op) == 8);
@@ -170,6 +187,8 @@ static_assert(ARB_RMSNORM_ARGS_STRUCT_SIZE == 44);
 static_assert(ARB_SOFTMAX_ARGS_STRUCT_SIZE == 24);
 static_assert(ARB_PLUGIN_INFO_STRUCT_SIZE == 88);  // runtime_version: optional, since 1.0
 static_assert(ARB_KERNEL_INFO_STRUCT_SIZE == 40);
+static_assert(ARB_VERIFY_OPTIONS_STRUCT_SIZE == 32);  // added in 1.2: the size of its first version
+static_assert(ARB_TUNE_OPTIONS_STRUCT_SIZE == 56);    // added in 1.2: the size of its first version
 static_assert(ARB_PROBLEM_STRUCT_SIZE == 168);
 static_assert(ARB_OPERANDS_STRUCT_SIZE == 96);
 static_assert(ARB_KERNEL_STRUCT_SIZE == 72);
@@ -182,6 +201,8 @@ static_assert(ARB_RMSNORM_ARGS_STRUCT_SIZE == offsetof(arb_rmsnorm_args, eps) + 
 static_assert(ARB_SOFTMAX_ARGS_STRUCT_SIZE == offsetof(arb_softmax_args, y) + sizeof(void*));
 static_assert(ARB_PLUGIN_INFO_STRUCT_SIZE == offsetof(arb_plugin_info, kernel_count) + sizeof(size_t));
 static_assert(ARB_KERNEL_INFO_STRUCT_SIZE == offsetof(arb_kernel_info, reserved) + sizeof(int32_t));
+static_assert(ARB_VERIFY_OPTIONS_STRUCT_SIZE == offsetof(arb_verify_options, reserved) + sizeof(int32_t));
+static_assert(ARB_TUNE_OPTIONS_STRUCT_SIZE == offsetof(arb_tune_options, progress_user_data) + sizeof(void*));
 static_assert(ARB_KERNEL_STRUCT_SIZE == offsetof(arb_kernel, launch) + sizeof(arb_launch_fn));
 static_assert(ARB_PLUGIN_DESCRIPTOR_STRUCT_SIZE == offsetof(arb_plugin_descriptor, kernel_count) + sizeof(size_t));
 // A struct is never smaller than its version 1.0.
@@ -191,6 +212,8 @@ static_assert(sizeof(arb_rmsnorm_args) >= ARB_RMSNORM_ARGS_STRUCT_SIZE);
 static_assert(sizeof(arb_softmax_args) >= ARB_SOFTMAX_ARGS_STRUCT_SIZE);
 static_assert(sizeof(arb_plugin_info) >= ARB_PLUGIN_INFO_STRUCT_SIZE);
 static_assert(sizeof(arb_kernel_info) >= ARB_KERNEL_INFO_STRUCT_SIZE);
+static_assert(sizeof(arb_verify_options) >= ARB_VERIFY_OPTIONS_STRUCT_SIZE);
+static_assert(sizeof(arb_tune_options) >= ARB_TUNE_OPTIONS_STRUCT_SIZE);
 static_assert(sizeof(arb_problem) >= ARB_PROBLEM_STRUCT_SIZE);
 static_assert(sizeof(arb_operands) >= ARB_OPERANDS_STRUCT_SIZE);
 static_assert(sizeof(arb_kernel) >= ARB_KERNEL_STRUCT_SIZE);
@@ -218,6 +241,7 @@ static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 =
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);
+  CHECK(ARB_ABI_VERSION_MINOR == 2);  // 1.2: arb_verify, arb_tune, arb_report_*
   CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
   CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));
 }

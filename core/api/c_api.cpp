@@ -3,6 +3,8 @@
 #include <arbiter/arbiter.h>
 
 #include "api/last_error.hpp"
+#include "api/tune_problems.hpp"
+#include "api/verify_problem.hpp"
 #include "common/failure.hpp"
 #include "common/log.hpp"
 #include "arbiter_base/abi_names.hpp"
@@ -14,12 +16,18 @@
 #include "version.hpp"
 
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 struct arb_context_s {
   explicit arb_context_s(arbiter::Config config) : impl(std::move(config)) {}
   arbiter::Context impl;
+};
+
+struct arb_report_s {
+  std::string json;
 };
 
 namespace {
@@ -81,6 +89,42 @@ void check_info(Info* info, const char* name, size_t minimum) {
   if (info == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, std::string(name) + " is NULL");
   if (info->struct_size < minimum)
     fail(ARB_ERR_INVALID_ARGUMENT, std::string(name) + "->struct_size is below the minimum (set it to sizeof)");
+}
+
+// A problem's text parsed, or Failure(ARB_ERR_INVALID_ARGUMENT) with the parser's message after `what`.
+arbiter::ParsedProblem parsed(const char* text, const std::string& what) {
+  if (text == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, what + " is NULL");
+  try {
+    return arbiter::parse_problem(text);
+  } catch (const arbiter::Failure& e) {
+    fail(e.status(), what + ": " + e.what());
+  }
+}
+
+// The output of arb_verify and arb_tune: checked and cleared first, set last.
+void clear_report_output(arb_report* report, const char* function) {
+  if (report == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, std::string(function) + ": report (the output) is NULL");
+  *report = nullptr;
+}
+
+std::vector<arbiter::SuiteProblem> tune_problems_of(const arb_tune_options& options) {
+  const bool listed = options.problems != nullptr || options.problem_count > 0;
+  if (options.problems == nullptr && options.problem_count > 0)
+    fail(ARB_ERR_INVALID_ARGUMENT, "arb_tune: options->problems is NULL but problem_count is " +
+                                       std::to_string(options.problem_count));
+  if (listed && options.suite_path != nullptr)
+    fail(ARB_ERR_INVALID_ARGUMENT, "arb_tune: set options->problems or options->suite_path, not both");
+  if (!listed && options.suite_path == nullptr)
+    fail(ARB_ERR_INVALID_ARGUMENT, "arb_tune: set options->problems (and problem_count) or options->suite_path");
+  if (options.suite_path != nullptr) return arbiter::load_suite(options.suite_path).problems;
+  if (options.problem_count == 0) fail(ARB_ERR_INVALID_ARGUMENT, "arb_tune: options->problem_count is 0");
+  std::vector<arbiter::SuiteProblem> problems(options.problem_count);
+  for (size_t i = 0; i < options.problem_count; ++i) {
+    const std::string what = "arb_tune: options->problems[" + std::to_string(i) + "]";
+    problems[i].parsed = parsed(options.problems[i], what);
+    problems[i].text = options.problems[i];
+  }
+  return problems;
 }
 
 }  // namespace
@@ -205,6 +249,54 @@ ARB_API arb_status arb_kernel_get_info(arb_context context, size_t plugin_index,
     info->priority = kernel.abi.priority;
     info->flags = kernel.abi.flags;
     info->reserved = 0;
+  });
+}
+
+ARB_API const char* arb_report_json(arb_report report) { return report == nullptr ? "" : report->json.c_str(); }
+
+ARB_API arb_status arb_report_destroy(arb_report report) {
+  return guarded([&] { delete report; });
+}
+
+ARB_API arb_status arb_verify(arb_context context, const arb_verify_options* options, arb_report* report) {
+  return guarded([&] {
+    clear_report_output(report, "arb_verify");
+    arbiter::Context& ctx = context_of(context);
+    check_info(options, "arb_verify: options", ARB_VERIFY_OPTIONS_STRUCT_SIZE);
+    if (options->reserved != 0) fail(ARB_ERR_INVALID_ARGUMENT, "arb_verify: options->reserved must be 0");
+    if ((options->flags & ~ARB_VERIFY_FULL) != 0)
+      fail(ARB_ERR_INVALID_ARGUMENT, "arb_verify: unknown bits in options->flags (ARB_VERIFY_FULL is the only flag)");
+    const arbiter::ParsedProblem problem = parsed(options->problem, "arb_verify: options->problem");
+    arbiter::VerifyRequest request;
+    if (options->kernel != nullptr) {
+      if (ctx.registry().find(options->kernel) == nullptr)
+        fail(ARB_ERR_INVALID_ARGUMENT, std::string("arb_verify: no loaded kernel is named '") + options->kernel +
+                                           "' (a name is \"<plugin>.<kernel>\"; arb_kernel_get_info lists them)");
+      request.only_kernel = options->kernel;
+    }
+    request.full = (options->flags & ARB_VERIFY_FULL) != 0;
+    auto out = std::make_unique<arb_report_s>();
+    out->json = arbiter::verification_json(arbiter::verify_problem(ctx, problem.problem, request));
+    *report = out.release();
+  });
+}
+
+ARB_API arb_status arb_tune(arb_context context, const arb_tune_options* options, arb_report* report) {
+  return guarded([&] {
+    clear_report_output(report, "arb_tune");
+    arbiter::Context& ctx = context_of(context);
+    check_info(options, "arb_tune: options", ARB_TUNE_OPTIONS_STRUCT_SIZE);
+    const std::vector<arbiter::SuiteProblem> problems = tune_problems_of(*options);
+    arbiter::TuneRequest request;
+    if (options->table_path != nullptr) request.table_path = options->table_path;
+    if (options->progress != nullptr)
+      request.progress = [&](size_t done, size_t total, double) {
+        const char* next = done < total ? problems[done].text.c_str() : "";
+        return options->progress(options->progress_user_data, done, total, next) == 0;
+      };
+    auto out = std::make_unique<arb_report_s>();
+    out->json = arbiter::tuning_json(arbiter::tune_problems(ctx, problems, request));
+    *report = out.release();
   });
 }
 

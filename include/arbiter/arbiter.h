@@ -31,7 +31,7 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 1
+#define ARB_ABI_VERSION_MINOR 2
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
@@ -201,6 +201,70 @@ ARB_API arb_status arb_plugin_count(arb_context context, size_t* count);
 ARB_API arb_status arb_plugin_get_info(arb_context context, size_t plugin_index, arb_plugin_info* info);
 ARB_API arb_status arb_kernel_get_info(arb_context context, size_t plugin_index, size_t kernel_index,
                                        arb_kernel_info* info);
+
+/* ---- verification and tuning (since 1.2) ---------------------------------------------
+ * What `arbiter verify` and `arbiter tune` do, for programs and bindings: one implementation
+ * serves both. Each call returns a report, JSON text whose fields docs/c-api.md lists. A
+ * report is the caller's until arb_report_destroy; on failure *report is NULL. These calls
+ * run kernels, verify and time them: seconds to minutes, on the calling thread. */
+
+/* since 1.2: a report produced by arb_verify / arb_tune: JSON text owned by the library. */
+typedef struct arb_report_s* arb_report;
+/* since 1.2: the report's NUL-terminated UTF-8 JSON, valid until it is destroyed; "" for NULL. */
+ARB_API const char* arb_report_json(arb_report report);
+/* since 1.2: frees the report. NULL is accepted and ignored. */
+ARB_API arb_status arb_report_destroy(arb_report report);
+
+/* since 1.2: arb_verify_options.flags */
+#define ARB_VERIFY_FULL 0x1u /* also at the problem's own size, with new seeds (CLI: verify --full) */
+
+/* since 1.2 (the whole struct; ARB_VERIFY_OPTIONS_STRUCT_SIZE is the size of this first version) */
+typedef struct arb_verify_options {
+  size_t struct_size;
+  const char* problem; /* problem syntax, e.g. "gemm f32 m=64 n=64 k=64" */
+  const char* kernel;  /* "<plugin>.<kernel>" to verify one kernel, or NULL for every kernel of the problem's op and device */
+  uint32_t flags;      /* ARB_VERIFY_* */
+  int32_t reserved;    /* 0 */
+} arb_verify_options;
+#define ARB_VERIFY_OPTIONS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_verify_options, reserved)
+#define ARB_VERIFY_OPTIONS_INIT {sizeof(arb_verify_options), NULL, NULL, 0, 0}
+
+/* since 1.2: the verification gate's verdict for every kernel of the problem's op on its
+ * device type (or the one named), computed now. A failed verdict is not an error: the call
+ * returns ARB_OK and the report says "failed". Errors: a NULL argument, a short struct_size,
+ * unknown flag bits or a nonzero reserved field, a problem that does not parse (the parser's
+ * message) and a kernel name no loaded kernel has are ARB_ERR_INVALID_ARGUMENT. */
+ARB_API arb_status arb_verify(arb_context context, const arb_verify_options* options, arb_report* report);
+
+/* since 1.2: told before each problem (done = problems finished, problem = the next one as
+ * given) and once at the end (done == total, problem = ""). A non-zero return stops tuning
+ * before the next problem: the problem in progress when it was asked for finishes, the report
+ * lists the problems finished and says "cancelled": true, and no further call is made. */
+typedef int32_t (*arb_tune_progress_fn)(void* user_data, size_t done, size_t total, const char* problem);
+
+/* since 1.2 (the whole struct; ARB_TUNE_OPTIONS_STRUCT_SIZE is the size of this first version) */
+typedef struct arb_tune_options {
+  size_t struct_size;
+  const char* const* problems; /* problem-syntax strings... */
+  size_t problem_count;
+  const char* suite_path;      /* ...or a shape suite file (format: docs/suite-format.md); exactly one of the two */
+  const char* table_path;      /* NULL: the context's own table (table.path; results take effect in its dispatch at
+                                  once; without one, reported only); a path: results are written to that file (locked,
+                                  merged, atomic, as the CLI does; its valid entries are the incumbents), this
+                                  context's dispatch unchanged; "": results are reported, not written */
+  arb_tune_progress_fn progress; /* optional */
+  void* progress_user_data;
+} arb_tune_options;
+#define ARB_TUNE_OPTIONS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_tune_options, progress_user_data)
+#define ARB_TUNE_OPTIONS_INIT {sizeof(arb_tune_options), NULL, 0, NULL, NULL, NULL, NULL}
+
+/* since 1.2: verifies and times every problem's candidates (what `arbiter tune` does) and keeps
+ * the fastest by more than the noise, each winner written as it is known. Errors: a NULL
+ * argument, a short struct_size, both or neither of problems and suite_path, problem_count > 0
+ * with problems NULL, or a problem that does not parse: ARB_ERR_INVALID_ARGUMENT; a suite that
+ * cannot be read: ARB_ERR_CONFIG (a bad problem in it: ARB_ERR_INVALID_ARGUMENT); a table that
+ * cannot be read or written, or table_path NULL and the context's table unusable: ARB_ERR_TABLE. */
+ARB_API arb_status arb_tune(arb_context context, const arb_tune_options* options, arb_report* report);
 
 #ifdef __cplusplus
 } /* extern "C" */
