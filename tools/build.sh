@@ -10,5 +10,8 @@ launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S . -B "$build_dir" -G Ninja -DARBITER_WERROR=ON "${launcher[@]}" "$@"
+# The Python package builds with the interpreter of .venv/ (tools/install-deps.sh), which has nanobind.
+python=()
+if [ -x .venv/bin/python ]; then python=(-DPython_EXECUTABLE="$PWD/.venv/bin/python"); fi
+cmake -S . -B "$build_dir" -G Ninja -DARBITER_WERROR=ON "${launcher[@]}" "${python[@]}" "$@"
 cmake --build "$build_dir" -j "$(nproc)"

@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config ccache
   libboost-dev libboost-context-dev libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev libdlpack-dev libopenblas-dev
-  valgrind python3 python3-pip
+  valgrind python3 python3-pip python3-dev python3-venv
   clang libclang-rt-14-dev llvm  # tools/fuzz.sh: libFuzzer's runtime is only a Recommends of clang; llvm-symbolizer for stacks
 )
 missing=()
@@ -54,4 +54,17 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then
     python3 -m pip install -q --no-deps --disable-pip-version-check --target "$root/.tools/cmake/$version" \
       "cmake==$version" 2>&1 | grep -v "Running pip as the 'root' user" || true
   done
+fi
+
+# The Python package's build and test dependencies (python/requirements-test.txt, from PyPI)
+# in .venv/, which tools/build.sh hands to CMake; PyTorch too (the PyPI build: about 2.8 GB
+# with its CUDA libraries) unless ARBITER_PYTHON_TORCH=0.
+torch_version=2.15.0
+if [ ! -x "$root/.venv/bin/python" ]; then
+  echo "install-deps: a Python virtual environment in .venv"
+  python3 -m venv "$root/.venv"
+fi
+"$root/.venv/bin/python" -m pip install -q --disable-pip-version-check -r "$root/python/requirements-test.txt"
+if [ "${ARBITER_PYTHON_TORCH:-1}" != 0 ]; then
+  "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check "torch==$torch_version"
 fi

@@ -1,0 +1,45 @@
+"""arbiter from Python: each op on NumPy data, checked against NumPy; explain, plugins, verify,
+and a small tune into a table that a second context then replays.
+
+    pip install .                       # from the repository root (docs/python.md)
+    python examples/python_quickstart.py
+"""
+
+import os
+import tempfile
+
+import numpy as np
+
+import arbiter
+
+rng = np.random.default_rng(0)
+ctx = arbiter.Context()
+
+# GEMM with a bias and a GELU epilogue; b given as a transposed view (no copy: trans_b).
+a = rng.standard_normal((128, 64)).astype(np.float32)
+b = rng.standard_normal((32, 64)).astype(np.float32).T
+bias = rng.standard_normal(32).astype(np.float32)
+d = ctx.gemm(a, b, bias=bias, act="gelu_erf")
+h = a.astype(np.float64) @ b + bias
+want = 0.5 * h * (1 + np.vectorize(__import__("math").erf)(h / np.sqrt(2)))
+print(f"gemm: max |error| {np.abs(d - want).max():.2e}")
+
+# RMSNorm with a residual (x += residual in place, then normalised), and softmax, in bfloat16.
+from ml_dtypes import bfloat16
+
+x = rng.standard_normal((8, 256)).astype(bfloat16)
+y = ctx.rmsnorm(x, np.ones(256, bfloat16), eps=1e-5, residual=np.ones((8, 256), bfloat16))
+p = ctx.softmax(y)
+print(f"rmsnorm + softmax in {p.dtype}: rows sum to {p.astype(np.float32).sum(-1).round(2)}")
+
+print(ctx.explain("gemm", a, b, bias=bias, act="gelu_erf"))
+for plugin in ctx.plugins():
+    print(f"plugin {plugin.name or os.path.basename(plugin.path)}: {plugin.status} {plugin.reason}")
+print(ctx.verify("softmax f32 rows=8 cols=4096"))
+
+with tempfile.TemporaryDirectory() as folder:
+    table = os.path.join(folder, "table.toml")
+    report = ctx.tune(["gemm f32 m=128 n=32 k=64 tb=1", "softmax bf16 rows=8 cols=256"], table=table)
+    print(report)
+    with arbiter.Context(f'[table]\npath = "{table}"\n') as tuned:
+        print(tuned.explain("softmax bf16 rows=8 cols=256"))

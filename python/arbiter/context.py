@@ -1,0 +1,224 @@
+"""arbiter.Context: a context of the C library (its configuration, plugins, tuning table and
+dispatch), with the operations on tensors of any DLPack framework, and explain / plugins /
+verify / tune."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Iterable, Optional, Union
+
+from . import _frameworks, reports
+from ._arbiter import _Context
+from .errors import InvalidArgumentError, _NeedsCopy
+
+_ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 2, "gelu_erf": 3, "silu": 4}
+
+def _activation(act) -> int:
+    try:
+        return _ACTIVATIONS[act]
+    except (KeyError, TypeError):
+        raise InvalidArgumentError(
+            1, f"act={act!r}: expected one of {', '.join(repr(k) for k in _ACTIVATIONS)}"
+        ) from None
+
+
+def _config_arguments(config):
+    """(config_path, config_toml) from Context's `config`: None, a path, or TOML text."""
+    if config is None:
+        return None, None
+    if isinstance(config, os.PathLike):
+        return os.fspath(config), None
+    if not isinstance(config, str):
+        raise TypeError(f"config: expected None, a path or TOML text, got {type(config).__name__}")
+    # TOML text has a newline, '=' or '[' ; a path has none of them at its start.
+    if "\n" in config or "=" in config or config.lstrip().startswith("["):
+        return None, config
+    return config, None
+
+
+class Context:
+    """A context of the runtime: ``Context()`` (the embedded default configuration),
+    ``Context("arbiter.toml")`` (a file) or ``Context('[dispatch]\\non_miss = "heuristic"')``
+    (TOML text). Thread-safe: threads may call one context at once. ``close()`` (or a ``with``
+    block) unloads the plugins; so does garbage collection."""
+
+    def __init__(self, config: Union[None, str, os.PathLike] = None):
+        path, toml = _config_arguments(config)
+        self._c = _Context(path, toml)
+
+    def close(self) -> None:
+        self._c.close()
+
+    def __enter__(self) -> "Context":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- operations --------------------------------------------------------------------
+
+    def gemm(self, a, b, bias=None, c=None, alpha: float = 1.0, beta: float = 0.0, act: str = "none", out=None):
+        """``act(alpha * a @ b + beta * c + bias)``: a is [m, k], b is [k, n], c is [m, n] (read
+        only when beta != 0; it may be `out` itself), bias is [n]. Transposed views of a and b
+        (``x.T``) are passed without a copy; other strided views are copied. Returns `out`, or a
+        new [m, n] array of the caller's framework."""
+        return self._gemm(a, b, bias, c, alpha, beta, act, out, False)
+
+    def rmsnorm(self, x, weight, eps: float = 1e-6, residual=None, out=None):
+        """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last dimension. With `residual`,
+        x is first updated in place (``x += residual``) and the sum is normalised."""
+        return self._rmsnorm(x, weight, eps, residual, out, False)
+
+    def softmax(self, x, out=None):
+        """Softmax over the last dimension (f32 math for every dtype)."""
+        return self._softmax(x, out, False)
+
+    # ---- explain, plugins, verify, tune -----------------------------------------------
+
+    def explain(self, op_or_problem: str, *tensors, **kwargs) -> str:
+        """Why a kernel is (or would be) chosen: ``ctx.explain("gemm bf16 m=128 n=4096 k=4096")``
+        for a problem in the problem syntax, or ``ctx.explain("gemm", a, b, bias=...)`` with the
+        same arguments as the operation."""
+        if not tensors and not kwargs:
+            return self._c.explain_problem(op_or_problem)
+        call = {"gemm": self._gemm, "rmsnorm": self._rmsnorm, "softmax": self._softmax}.get(op_or_problem)
+        if call is None:
+            raise InvalidArgumentError(1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm or softmax)")
+        defaults = {
+            "gemm": dict(bias=None, c=None, alpha=1.0, beta=0.0, act="none", out=None),
+            "rmsnorm": dict(eps=1e-6, residual=None, out=None),
+            "softmax": dict(out=None),
+        }[op_or_problem]
+        names = {"gemm": ("a", "b"), "rmsnorm": ("x", "weight"), "softmax": ("x",)}[op_or_problem]
+        values = dict(zip(names, tensors))
+        values.update(kwargs)
+        unknown = set(values) - set(names) - set(defaults)
+        if unknown or len(tensors) > len(names):
+            raise TypeError(f"explain({op_or_problem!r}): unexpected arguments {sorted(unknown)}")
+        merged = {**defaults, **values}
+        return call(*[merged[k] for k in (*names, *defaults)], True)
+
+    def plugins(self) -> list:
+        """Every plugin the context saw (loaded, disabled and rejected, with the reason) and its
+        kernels, as :class:`arbiter.reports.Plugin` objects."""
+        return [reports.Plugin.from_dict(p) for p in self._c.plugins()]
+
+    def verify(self, problem: str, kernel: Optional[str] = None, full: bool = False) -> "reports.VerifyReport":
+        """The verification gate's verdict on every kernel of `problem` (or on `kernel` alone);
+        ``full=True`` also checks the problem at its own size with new seeds."""
+        return reports.VerifyReport.from_dict(json.loads(self._c.verify(problem, kernel, bool(full))))
+
+    def tune(
+        self,
+        suite_or_problems: Union[str, os.PathLike, Iterable[str]],
+        table: Union[None, str, os.PathLike] = None,
+        progress: Union[bool, Callable[[int, int, str], None]] = True,
+    ) -> "reports.TuneReport":
+        """Verify and time every candidate of each problem and keep the fastest. Takes a shape
+        suite file (format: docs/suite-format.md), one problem, or a list of problems.
+        `table`: None writes into the context's own table (table.path of its configuration,
+        used by its dispatch at once); a path writes there; "" writes nowhere. `progress`: True
+        shows a tqdm bar when tqdm is installed, or give a callable(done, total, problem)."""
+        suite, problems = None, None
+        if isinstance(suite_or_problems, os.PathLike) or (
+            isinstance(suite_or_problems, str) and os.path.isfile(suite_or_problems)
+        ):
+            suite = os.fspath(suite_or_problems)
+        elif isinstance(suite_or_problems, str):
+            problems = [suite_or_problems]
+        else:
+            problems = [str(p) for p in suite_or_problems]
+        table_path = None if table is None else os.fspath(table)
+        callback, close = _progress_callback(progress)
+        try:
+            text = self._c.tune(problems, suite, table_path, callback)
+        finally:
+            close()
+        return reports.TuneReport.from_dict(json.loads(text))
+
+    # ---- the calls, shared by the operations and explain --------------------------------
+
+    def _gemm(self, a, b, bias, c, alpha, beta, act, out, explain):
+        fw = _frameworks.framework_of(a)
+        activation = _activation(act)
+        if beta == 0:
+            c = None  # never read: no need to describe it
+        if out is None:
+            if len(a.shape) != 2 or len(b.shape) != 2:
+                raise InvalidArgumentError(
+                    1, f"gemm takes 2-D a and b, got a of shape {tuple(a.shape)} and b of shape {tuple(b.shape)}"
+                )
+            out = fw.empty((a.shape[0], b.shape[1]), a)
+        operands = [a, b, c, bias, out]
+        return self._call(fw, out, operands, ("a", "b", "c", "bias"), lambda ops, mask: self._c.gemm(
+            ops[0], ops[1], ops[2], ops[3], ops[4], activation, alpha, beta, fw.stream(a), mask, explain), explain)
+
+    def _rmsnorm(self, x, weight, eps, residual, out, explain):
+        fw = _frameworks.framework_of(x)
+        if residual is not None and not explain and not fw.writable(x):
+            raise InvalidArgumentError(
+                1, f"rmsnorm with a residual updates x in place, and this {fw.name} array is read-only"
+            )
+        if out is None:
+            out = fw.empty(tuple(x.shape), x)
+        # With a residual, x is written: a copy of it would not be updated, so it is never copied.
+        copyable = ("residual", "weight") if residual is not None else ("x", "residual", "weight")
+        return self._call(fw, out, [x, residual, weight, out], copyable, lambda ops, mask: self._c.rmsnorm(
+            ops[0], ops[1], ops[2], ops[3], eps, fw.stream(x), mask, explain), explain, names=("x", "residual", "weight"))
+
+    def _softmax(self, x, out, explain):
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(tuple(x.shape), x)
+        return self._call(fw, out, [x, out], ("x",), lambda ops, mask: self._c.softmax(
+            ops[0], ops[1], fw.stream(x), mask, explain), explain)
+
+    @staticmethod
+    def _call(fw, out, operands, copyable, call, explain, names=None):
+        """Runs `call(operands, bfloat16_mask)`; where the extension says an input's view cannot be
+        expressed, copies that input (with its own framework) and calls again. The last operand is
+        the output. Returns the report (explain) or the result in the caller's framework."""
+        names = names or copyable
+        mask = 0
+        if getattr(operands[0], "dtype", None) is _frameworks.BFLOAT16 or getattr(out, "dtype", None) is _frameworks.BFLOAT16:
+            mask, operands = _frameworks.bfloat16_views(operands)
+        for _ in range(len(operands)):
+            try:
+                report = call(operands, mask)
+                return report if explain else fw.result(out)
+            except _NeedsCopy as need:
+                name = need.args[0]
+                if name not in copyable:
+                    raise InvalidArgumentError(
+                        1, f"{name} is written in place, so it must be a view the library can take as it is: a "
+                        "unit last stride and rows that collapse into one stride (a copy would not be updated)"
+                    ) from None
+                i = names.index(name)
+                original = operands[i]
+                copy = _frameworks.framework_of(original).contiguous(original)
+                operands = list(operands)
+                operands[i] = copy
+        raise AssertionError("unreachable: every operand copied")  # pragma: no cover
+
+
+def _progress_callback(progress):
+    """(callback or None, close) for Context.tune's `progress` argument."""
+    if callable(progress):
+        return progress, lambda: None
+    if not progress:
+        return None, lambda: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None, lambda: None
+    bar = None
+
+    def update(done, total, problem):
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=total, desc="arbiter tune", unit="problem")
+        bar.n = done
+        bar.set_postfix_str(problem if done < total else "done", refresh=True)
+
+    return update, lambda: bar is not None and bar.close()

@@ -1,0 +1,67 @@
+"""PyTorch custom operators: ``import arbiter.torch_ops`` registers
+
+    torch.ops.arbiter.gemm(a, b, bias=None, c=None, alpha=1.0, beta=0.0, act="none") -> Tensor
+    torch.ops.arbiter.rmsnorm(x, weight, eps=1e-6) -> Tensor
+    torch.ops.arbiter.rmsnorm_residual(x, residual, weight, eps=1e-6) -> Tensor   (x += residual, in place)
+    torch.ops.arbiter.softmax(x) -> Tensor
+
+with fake (meta) implementations, so that they trace under ``torch.compile`` and run on the
+process-wide context (``arbiter.default_context()``). CUDA tensors run on the current stream.
+They have no backward: use them for inference."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import default_context
+
+
+def _data(t: Optional[Tensor]) -> Optional[Tensor]:
+    # DLPack refuses tensors that require grad; the ops have no backward anyway.
+    return None if t is None else t.detach()
+
+
+@torch.library.custom_op("arbiter::gemm", mutates_args=())
+def gemm(a: Tensor, b: Tensor, bias: Optional[Tensor] = None, c: Optional[Tensor] = None, alpha: float = 1.0,
+         beta: float = 0.0, act: str = "none") -> Tensor:
+    return default_context().gemm(_data(a), _data(b), bias=_data(bias), c=_data(c), alpha=alpha, beta=beta, act=act)
+
+
+@gemm.register_fake
+def _(a, b, bias=None, c=None, alpha=1.0, beta=0.0, act="none"):
+    torch._check(a.dim() == 2 and b.dim() == 2, lambda: "arbiter::gemm takes 2-D a and b")
+    torch._check(a.shape[1] == b.shape[0], lambda: f"arbiter::gemm: a is {list(a.shape)}, b is {list(b.shape)}")
+    return a.new_empty((a.shape[0], b.shape[1]))
+
+
+@torch.library.custom_op("arbiter::rmsnorm", mutates_args=())
+def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    return default_context().rmsnorm(_data(x), _data(weight), eps=eps)
+
+
+@rmsnorm.register_fake
+def _(x, weight, eps=1e-6):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("arbiter::rmsnorm_residual", mutates_args=("x",))
+def rmsnorm_residual(x: Tensor, residual: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    return default_context().rmsnorm(x.detach(), _data(weight), eps=eps, residual=_data(residual))
+
+
+@rmsnorm_residual.register_fake
+def _(x, residual, weight, eps=1e-6):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("arbiter::softmax", mutates_args=())
+def softmax(x: Tensor) -> Tensor:
+    return default_context().softmax(_data(x))
+
+
+@softmax.register_fake
+def _(x):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)

@@ -1,0 +1,87 @@
+"""Every bad input the C API rejects is a Python exception with the status and the library's
+message; never a crash."""
+
+import numpy as np
+import pytest
+
+import arbiter
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+def test_error_classes():
+    assert issubclass(arbiter.InvalidArgumentError, ValueError)
+    assert issubclass(arbiter.DTypeError, TypeError) and issubclass(arbiter.DTypeError, arbiter.InvalidArgumentError)
+    assert issubclass(arbiter.OutOfMemoryError, MemoryError)
+    assert issubclass(arbiter.UnsupportedError, NotImplementedError)
+    e = arbiter.InvalidArgumentError(1, "a message")
+    assert e.status == 1 and e.status_name == "invalid_argument" and "a message" in str(e)
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda c: c.gemm(np.ones((4, 4), np.int32), np.ones((4, 4), np.int32)), arbiter.DTypeError, "int32"),
+        (lambda c: c.gemm(f32(4, 4), np.ones((4, 4), np.float64)), arbiter.DTypeError, "float64"),
+        (lambda c: c.gemm(f32(4, 4), np.ones((4, 4), np.float16)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.gemm(f32(4, 5), f32(4, 5)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.gemm(f32(4), f32(4, 5)), arbiter.InvalidArgumentError, "2-D"),
+        (lambda c: c.gemm(f32(4, 4), f32(4, 4), bias=f32(3)), arbiter.InvalidArgumentError, "bias"),
+        (lambda c: c.gemm(f32(4, 4), f32(4, 4), out=f32(4, 3)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.gemm(f32(4, 4), f32(4, 4), act="tanh"), arbiter.InvalidArgumentError, "act"),
+        (lambda c: c.rmsnorm(f32(4, 8), f32(7)), arbiter.InvalidArgumentError, "weight"),
+        (lambda c: c.rmsnorm(f32(4, 8), f32(8), residual=f32(4, 7)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.softmax(f32(4, 8), out=f32(4, 9)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.softmax(f32(4, 8), out=np.ones((4, 8), np.float16)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.explain("gemm f32 m=0 n=1"), arbiter.InvalidArgumentError, None),
+        (lambda c: c.explain("conv2d f32"), arbiter.InvalidArgumentError, None),
+        (lambda c: c.explain("attention", f32(2, 2)), arbiter.InvalidArgumentError, "unknown op"),
+        (lambda c: c.verify("gemm f32 m=8 n=8 k=8", kernel="nosuch.kernel"), arbiter.InvalidArgumentError, "nosuch"),
+        (lambda c: c.tune([]), arbiter.InvalidArgumentError, None),
+        (lambda c: c.gemm("not an array", f32(4, 4)), TypeError, None),
+    ],
+)
+def test_bad_inputs(ctx, call, error, match):
+    with pytest.raises(error, match=match) as info:
+        call(ctx)
+    if isinstance(info.value, arbiter.Error):
+        assert info.value.message and info.value.status != 0
+
+
+def test_outputs_overlapping_inputs_are_refused(ctx):
+    a = f32(8, 8)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        ctx.gemm(a, f32(8, 8), out=a)
+    x = f32(4, 8)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        ctx.softmax(x, out=x)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        ctx.rmsnorm(x, f32(8), out=x)
+
+
+def test_read_only_output_is_refused(ctx):
+    out = f32(4, 4)
+    out.flags.writeable = False
+    with pytest.raises((ValueError, TypeError)):
+        ctx.gemm(f32(4, 4), f32(4, 4), out=out)
+
+
+def test_config_errors(tmp_path):
+    with pytest.raises(arbiter.ConfigError):
+        arbiter.Context("[dispatch]\non_miss = 12\n")
+    with pytest.raises(arbiter.ConfigError):
+        arbiter.Context(str(tmp_path / "missing.toml"))
+    with pytest.raises(arbiter.ConfigError):
+        arbiter.Context(str(tmp_path))  # a directory is not a config file
+    with pytest.raises(TypeError):
+        arbiter.Context(42)
+
+
+def test_closed_context():
+    context = arbiter.Context()
+    context.close()
+    context.close()  # twice is fine
+    with pytest.raises(arbiter.Error, match="closed"):
+        context.gemm(f32(2, 2), f32(2, 2))

@@ -1,0 +1,87 @@
+"""DLPack round trips: tensors of each framework in, the same framework's tensor out."""
+
+import numpy as np
+import pytest
+
+import reference as ref
+
+
+def test_numpy_in_numpy_out(ctx, rng):
+    a, b = ref.random(rng, (5, 6), np.float32), ref.random(rng, (6, 7), np.float32)
+    d = ctx.gemm(a, b)
+    assert type(d) is np.ndarray
+    np.testing.assert_allclose(d, ref.gemm(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_jax_in_jax_out(ctx, rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/install-deps.sh installs it)")
+    jnp = jax.numpy
+    a, b = ref.random(rng, (9, 12), np.float32), ref.random(rng, (12, 4), np.float32)
+    d = ctx.gemm(jnp.asarray(a), jnp.asarray(b))
+    assert isinstance(d, jax.Array)
+    np.testing.assert_allclose(np.asarray(d), ref.gemm(a, b), rtol=1e-5, atol=1e-5)
+    x = ref.random(rng, (3, 64), np.float32)
+    w = ref.random(rng, (64,), np.float32)
+    y = ctx.rmsnorm(jnp.asarray(x), jnp.asarray(w))
+    assert isinstance(y, jax.Array)
+    np.testing.assert_allclose(np.asarray(y), ref.rmsnorm(x, w, 1e-6), rtol=1e-5, atol=1e-5)
+    s = ctx.softmax(jnp.asarray(x).astype(jnp.bfloat16))
+    assert isinstance(s, jax.Array) and s.dtype == jnp.bfloat16
+    np.testing.assert_allclose(np.asarray(s, dtype=np.float64), ref.softmax(x.astype(ref.bfloat16)), rtol=2e-2, atol=1e-3)
+    # A transposed JAX view is materialised by JAX itself (its arrays are always compact).
+    at = jnp.asarray(a).T
+    np.testing.assert_allclose(np.asarray(ctx.gemm(at, jnp.asarray(a))), ref.gemm(a.T, a), rtol=1e-5, atol=1e-5)
+
+
+def test_jax_residual_is_refused_because_jax_arrays_are_immutable(ctx, rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/install-deps.sh installs it)")
+    import arbiter
+
+    x = jax.numpy.ones((2, 8), dtype=np.float32)
+    with pytest.raises(arbiter.InvalidArgumentError, match="in place"):
+        ctx.rmsnorm(x, jax.numpy.ones((8,), np.float32), residual=x)
+
+
+def test_torch_in_torch_out(ctx, rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    a, b = ref.random(rng, (33, 17), np.float32), ref.random(rng, (17, 9), np.float32)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    d = ctx.gemm(ta, tb)
+    assert isinstance(d, torch.Tensor) and d.dtype == torch.float32
+    np.testing.assert_allclose(d.numpy(), ref.gemm(a, b), rtol=1e-5, atol=1e-5)
+    # A transposed torch view goes in as trans_b, without a copy.
+    d2 = ctx.gemm(ta, torch.from_numpy(b.T.copy()).T)
+    np.testing.assert_allclose(d2.numpy(), ref.gemm(a, b), rtol=1e-5, atol=1e-5)
+    for dtype in (torch.float16, torch.bfloat16):
+        x = torch.randn(4, 64, dtype=dtype)
+        w = torch.randn(64, dtype=dtype)
+        y = ctx.rmsnorm(x, w)
+        assert y.dtype == dtype
+        want = ref.rmsnorm(x.float().numpy(), w.float().numpy(), 1e-6)
+        np.testing.assert_allclose(y.float().numpy(), want, rtol=3e-2, atol=3e-2)
+
+
+def test_numpy_bfloat16_through_ml_dtypes(ctx, rng):
+    if ref.bfloat16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    a, b = ref.random(rng, (16, 32), ref.bfloat16), ref.random(rng, (32, 8), ref.bfloat16)
+    d = ctx.gemm(a, b)
+    assert d.dtype == ref.bfloat16
+    ref.assert_close(d, ref.gemm(a, b), ref.bfloat16, 32, np.abs(ref.f64(a)) @ np.abs(ref.f64(b)))
+
+
+def test_any_dlpack_object(ctx, rng):
+    class Wrapped:  # an unknown framework that only speaks DLPack
+        def __init__(self, array):
+            self.array, self.shape = array, array.shape
+
+        def __dlpack__(self, **kwargs):
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    a, b = ref.random(rng, (4, 4), np.float32), ref.random(rng, (4, 4), np.float32)
+    d = ctx.gemm(Wrapped(a), Wrapped(b))
+    assert type(d) is np.ndarray
+    np.testing.assert_allclose(d, ref.gemm(a, b), rtol=1e-5, atol=1e-5)

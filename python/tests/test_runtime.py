@@ -1,0 +1,92 @@
+"""The runtime's other half: explain, plugins, verify and tune, as plain Python objects."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import arbiter
+
+
+def test_versions():
+    assert arbiter.abi_version() >> 16 == arbiter.ABI_VERSION_MAJOR
+    assert arbiter.__version__ == arbiter.library_version() and arbiter.__version__.count(".") == 2
+
+
+def test_explain_a_problem_and_a_call(ctx):
+    text = ctx.explain("gemm f32 m=64 n=32 k=16")
+    assert "gemm" in text and "m=64" in text
+    a, b = np.ones((64, 16), np.float32), np.ones((16, 32), np.float32)
+    from_tensors = ctx.explain("gemm", a, b)  # the same problem, described by tensors (align from the addresses)
+    assert from_tensors.splitlines()[1] == text.splitlines()[1] and "kernel:" in text.splitlines()[1]
+    # A transposed view is the problem with ta=1.
+    assert "ta=1" in ctx.explain("gemm", np.ones((16, 64), np.float32).T, b)
+    x = np.ones((4, 128), np.float16)
+    assert "rmsnorm" in ctx.explain("rmsnorm", x, np.ones(128, np.float16), eps=1e-5)
+    assert "softmax" in ctx.explain("softmax", x)
+
+
+def test_plugins(ctx):
+    plugins = ctx.plugins()
+    by_name = {p.name: p for p in plugins}
+    assert by_name["cpu"].status == "loaded" and by_name["cpu"].kernels
+    assert all(k.op in ("gemm", "rmsnorm", "softmax") for p in plugins for k in p.kernels)
+    assert all(p.reason for p in plugins if p.status != "loaded")  # every refusal says why
+    assert any(p.trust == "oracle" for p in plugins)
+    json.loads(json.dumps([p.to_dict() for p in plugins]))
+    assert "cpu" in str(by_name["cpu"])
+
+
+def test_verify(ctx):
+    report = ctx.verify("gemm f32 m=32 n=32 k=32")
+    assert report.verdicts and report.passed >= 1 and report.failed == 0
+    results = {v.kernel: v.result for v in report.verdicts}
+    assert any(r == "passed" for r in results.values())
+    assert all(r in ("passed", "failed", "refuses", "oracle") for r in results.values())
+    one = next(k for k, r in results.items() if r == "passed")
+    single = ctx.verify("gemm f32 m=32 n=32 k=32", kernel=one)
+    assert [v.kernel for v in single.verdicts] == [one] and single.verdicts[0].passed
+    assert "passed" in str(report)
+    assert json.loads(report.to_json())["problem"] == report.problem
+
+
+def test_tune_writes_a_table_that_a_context_then_uses(tmp_path):
+    table = tmp_path / "table.toml"
+    calls = []
+    with arbiter.Context() as context:
+        report = context.tune(["softmax f32 rows=8 cols=64", "gemm f32 m=16 n=16 k=16"], table=table,
+                              progress=lambda done, total, problem: calls.append((done, total, problem)))
+    assert table.is_file() and "softmax" in table.read_text()
+    assert [c[:2] for c in calls][-1] == (2, 2) and calls[0][:2] == (0, 2)
+    assert len(report.results) == 2 and all(r.winner for r in report.results)
+    assert all(r.median_s > 0 for r in report.results)
+    assert report.method and "softmax f32 rows=8 cols=64" in report.winners
+    assert "| problem |" in str(report)
+    assert json.loads(report.to_json())["results"][0]["candidates"]
+    dataclasses.asdict(report)
+    # A context configured with that table replays it.
+    with arbiter.Context(f'[table]\npath = "{table}"\n') as tuned:
+        assert "table" in tuned.explain("softmax f32 rows=8 cols=64")
+
+
+def test_tune_a_suite_file(tmp_path):
+    suite = tmp_path / "suite.toml"
+    suite.write_text('name = "tiny"\ndescription = "two shapes"\norigin = "a test"\n'
+                     '[[problem]]\nproblem = "softmax f32 rows=2 cols=32"\norigin = "here"\n')
+    with arbiter.Context() as context:
+        report = context.tune(suite, table="", progress=False)
+    assert [r.problem for r in report.results] == ["softmax f32 rows=2 cols=32"] and report.table is None
+
+
+def test_tune_progress_exception_stops_and_propagates():
+    class Stop(Exception):
+        pass
+
+    def progress(done, total, problem):
+        if done == 1:
+            raise Stop()
+
+    with arbiter.Context() as context, pytest.raises(Stop):
+        context.tune(["softmax f32 rows=2 cols=16", "softmax f32 rows=2 cols=32", "softmax f32 rows=2 cols=48"],
+                     table="", progress=progress)

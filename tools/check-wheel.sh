@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The Python package as a user gets it: builds the wheel from the repository (scikit-build-core,
+# the build requirements from .venv/, so no network for the build), installs it into a fresh
+# virtual environment, and from another folder imports it, lists its plugins and runs each op
+# against NumPy. Prints the wheel's size and the installed package's. CTest: python.wheel.
+#   tools/check-wheel.sh [python]    (default: .venv/bin/python)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+python=${1:-$root/.venv/bin/python}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+settings=()
+if command -v ccache >/dev/null 2>&1; then
+  settings=(--config-settings=cmake.define.CMAKE_C_COMPILER_LAUNCHER=ccache
+            --config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+echo "check-wheel: building the wheel"
+"$python" -m pip wheel -q --no-build-isolation --no-deps --disable-pip-version-check "${settings[@]}" -w "$work/dist" .
+wheel=$(ls "$work"/dist/arbiter-*.whl)
+
+echo "check-wheel: installing $(basename "$wheel") into a fresh virtual environment"
+"$python" -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check "$wheel"
+
+mkdir "$work/elsewhere"
+cd "$work/elsewhere"
+"$work/venv/bin/python" - "$work/venv" <<'PY'
+import os, sys
+import numpy as np
+import arbiter
+
+venv = sys.argv[1]
+assert arbiter.__file__.startswith(venv), f"imported {arbiter.__file__}, not the installed package"
+ctx = arbiter.Context()
+plugins = {p.name: p for p in ctx.plugins()}
+for p in plugins.values():
+    print(f"  plugin {p.name or p.path}: {p.status}{' (' + p.reason + ')' if p.reason else ''}")
+assert plugins["cpu"].status == "loaded", plugins["cpu"]
+assert all(p.path.startswith(os.path.dirname(arbiter.__file__)) for p in plugins.values() if p.path), \
+    "a plugin was found outside the package"
+if os.path.isfile("/usr/local/cuda/bin/nvcc"):  # the CUDA plugins come along with the toolkit
+    for name in ("cuda", "cublaslt", "generated"):
+        assert any(name in os.path.basename(p.path) for p in plugins.values()), f"no {name} plugin in the package"
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((48, 40)).astype(np.float32), rng.standard_normal((40, 24)).astype(np.float32)
+np.testing.assert_allclose(ctx.gemm(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+x = rng.standard_normal((4, 64)).astype(np.float32)
+e = np.exp(x - x.max(-1, keepdims=True))
+np.testing.assert_allclose(ctx.softmax(x), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+y = ctx.rmsnorm(x, np.ones(64, np.float32))
+np.testing.assert_allclose(y, x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6), rtol=1e-4, atol=1e-5)
+print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm agree with NumPy")
+PY
+"$work/venv/bin/arbiter" plugins >/dev/null
+package=$("$work/venv/bin/python" -c "import arbiter, os; print(os.path.dirname(arbiter.__file__))")
+echo "check-wheel: wheel $(du -k "$wheel" | cut -f1) KiB; installed package $(du -sk "$package" | cut -f1) KiB" \
+     "(plugins $(du -sk "$package/lib/arbiter/plugins" | cut -f1) KiB)"
+echo "check-wheel: passed"
