@@ -12,6 +12,7 @@
 #include "machine.hpp"
 
 #include <cstring>
+#include <memory>
 #include <random>
 
 namespace arbiter::emu {
@@ -53,12 +54,14 @@ MbarrierState& mbarrier_at(uint32_t address, Site where, Block** owner) {
 
 bool land_at_issue(Launch& launch) {
   // lockstep and warp-ahead land at once, reverse only when waited for, random either way.
-  static thread_local std::mt19937_64 coin(12345);
+  // On the heap: its 2.5 KB of state would not fit the static TLS a dlopen'ed library gets.
+  static thread_local std::unique_ptr<std::mt19937_64> coin;
+  if (!coin) coin = std::make_unique<std::mt19937_64>(12345);
   switch (launch.schedule.kind) {
     case ScheduleKind::lockstep:
     case ScheduleKind::warp_ahead: return true;
     case ScheduleKind::reverse: return false;
-    default: return (coin() & 1) != 0;
+    default: return ((*coin)() & 1) != 0;
   }
 }
 

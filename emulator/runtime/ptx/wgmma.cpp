@@ -18,6 +18,7 @@
 #include "tensor_map.hpp"
 
 #include <cstring>
+#include <memory>
 
 namespace arbiter::emu {
 
@@ -93,7 +94,16 @@ void execute(const WgmmaOp& op) {
   for (const Descriptor* d : {&a, &b})
     if (d->base_offset != 0)
       fault(kErrorIllegalInstruction, "wgmma: a matrix descriptor with a base offset is not emulated", op.where);
-  static thread_local float A[64][16], B[256][16];
+  // The operands, widened, per thread: on the heap, not in thread-local storage, so that
+  // libarbiter_emu's TLS block stays small enough for a process to dlopen it (a Python
+  // extension loading libarbiter: glibc leaves only a few hundred bytes of static TLS).
+  struct Operands {
+    float A[64][16], B[256][16];
+  };
+  static thread_local std::unique_ptr<Operands> operands;
+  if (!operands) operands = std::make_unique<Operands>();
+  auto& A = operands->A;
+  auto& B = operands->B;
   for (int m = 0; m < 64; ++m)
     for (int k = 0; k < 16; ++k) A[m][k] = load(a, m, k, op.a_bf16, op.where) * op.scale_a;
   for (int n = 0; n < op.n; ++n)
