@@ -259,7 +259,11 @@ TEST_CASE("table: a writer killed with SIGKILL mid-write leaves a parseable tabl
   const std::string path = dir.file("table.toml");
   for (int round = 0; round < 6; ++round) {
     const pid_t writer = start_writer(path, "k", 0);  // rewrites 2000-entry tables forever
-    std::this_thread::sleep_for(std::chrono::milliseconds(40 + 37 * round));
+    // Round 0 kills it early (maybe before its first rename); the others once a table exists, so
+    // that a slow build (ASan on a loaded machine) still kills it in the middle of a rewrite.
+    for (int waited_ms = 0; round > 0 && !fs::exists(path) && waited_ms < 60000; waited_ms += 5)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(round == 0 ? 40 : 3 + 37 * round));
     REQUIRE(kill(writer, SIGKILL) == 0);
     const int status = wait_for(writer);
     CHECK(WIFSIGNALED(status));

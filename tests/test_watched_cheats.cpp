@@ -97,9 +97,11 @@ TEST_CASE("a class verdict covers a new problem only after that problem ran at f
 
 TEST_CASE("the tuner checks every timed kernel on the data it was timed on") {
   // No screening: a loaded machine once timed the cheat 2.3x slower than the best after its
-  // first samples, and a screened-out kernel is never checked (it cannot win).
-  const auto context = test::make_context(test::config_loading({test::fixture_file("watched_cheats")},
-                                                               "[tune]\nbudget_ms = 150\nscreen_factor = 1000\n"));
+  // first samples, and a screened-out kernel is never checked (it cannot win). At least 2600
+  // samples (each one launch or more): the cheat turns wrong after 2500 launches, and a slow
+  // build on a loaded machine once launched it fewer times than that in 150 ms.
+  const auto context = test::make_context(test::config_loading(
+      {test::fixture_file("watched_cheats")}, "[tune]\nbudget_ms = 150\nmin_samples = 2600\nscreen_factor = 1000\n"));
   const TuneResult r = context->tuner().tune(parse_problem("softmax f32 rows=4 cols=64").problem, nullptr);
   bool seen = false;
   for (const Candidate& c : r.candidates) {

@@ -56,9 +56,11 @@ inline std::vector<std::string> cuda_plugins() {
 }
 
 // The plugins a context for the GPU tests loads: config_loading's, with the emulator as the
-// CUDA device in the emulated build.
+// CUDA device in the emulated build. The load probe gets 10 minutes, not 20 s: an ASan build of
+// the emulated generated plugin on a loaded CI machine once took longer than 20 s to load, and
+// was refused as hung.
 inline std::string gpu_config(const std::vector<std::string>& files, const std::string& extra = "") {
-  return config_loading(files, extra) + (emulated() ? "[cuda]\ndevice = \"emulated\"\n" : "");
+  return config_loading(files, "probe_time_limit_s = 600\n" + extra) + (emulated() ? "[cuda]\ndevice = \"emulated\"\n" : "");
 }
 
 // The shipped plugins as an installation finds them (the install's own folders: the build
