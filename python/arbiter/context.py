@@ -8,9 +8,19 @@ import json
 import os
 from typing import Callable, Iterable, Optional, Union
 
+import numpy as np
+
 from . import _frameworks, reports
 from ._arbiter import _Context
 from .errors import InvalidArgumentError, _NeedsCopy
+
+_ndarray = np.ndarray
+_NumPy = _frameworks.NumPy
+# What makes a fast-path call fall back to the general path: a view to copy (_NeedsCopy), an
+# operand nanobind cannot take as it is (TypeError: NumPy bfloat16, a read-only output, no array
+# at all), an unknown activation (KeyError), a wrong rank (IndexError). None of them has called
+# the library, so nothing was written.
+_RETRY_IN_GENERAL_PATH = (_NeedsCopy, TypeError, KeyError, IndexError, AttributeError)
 
 _ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 2, "gelu_erf": 3, "silu": 4}
 
@@ -63,16 +73,43 @@ class Context:
         only when beta != 0; it may be `out` itself), bias is [n]. Transposed views of a and b
         (``x.T``) are passed without a copy; other strided views are copied. Returns `out`, or a
         new [m, n] array of the caller's framework."""
-        return self._gemm(a, b, bias, c, alpha, beta, act, out, False)
+        # The fast path: operands the extension takes as they are. Anything else (a view to copy,
+        # a NumPy bfloat16 array, a bad argument) fails before the library is called, and the
+        # general path below does it all again, properly.
+        try:
+            fw = _NumPy if type(a) is _ndarray else _frameworks.framework_of(a)
+            if out is None:
+                out = fw.empty((a.shape[0], b.shape[1]), a)
+            self._c.gemm(a, b, c if beta else None, bias, out, _ACTIVATIONS[act], alpha, beta,
+                         0 if fw is _NumPy else fw.stream(a), 0, False)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._gemm(a, b, bias, c, alpha, beta, act, out, False)
 
     def rmsnorm(self, x, weight, eps: float = 1e-6, residual=None, out=None):
         """``x / sqrt(mean(x**2, -1) + eps) * weight`` over the last dimension. With `residual`,
         x is first updated in place (``x += residual``) and the sum is normalised."""
+        if residual is None:  # the fast path (see gemm); with a residual, x is written: checked first
+            try:
+                fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+                if out is None:
+                    out = fw.empty(tuple(x.shape), x)
+                self._c.rmsnorm(x, None, weight, out, eps, 0 if fw is _NumPy else fw.stream(x), 0, False)
+                return out if fw is _NumPy else fw.result(out)
+            except _RETRY_IN_GENERAL_PATH:
+                pass
         return self._rmsnorm(x, weight, eps, residual, out, False)
 
     def softmax(self, x, out=None):
         """Softmax over the last dimension (f32 math for every dtype)."""
-        return self._softmax(x, out, False)
+        try:  # the fast path (see gemm)
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+            if out is None:
+                out = fw.empty(tuple(x.shape), x)
+            self._c.softmax(x, out, 0 if fw is _NumPy else fw.stream(x), 0, False)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._softmax(x, out, False)
 
     # ---- explain, plugins, verify, tune -----------------------------------------------
 

@@ -90,3 +90,16 @@ def test_tune_progress_exception_stops_and_propagates():
     with arbiter.Context() as context, pytest.raises(Stop):
         context.tune(["softmax f32 rows=2 cols=16", "softmax f32 rows=2 cols=32", "softmax f32 rows=2 cols=48"],
                      table="", progress=progress)
+
+
+def test_a_context_is_quiet_on_a_host_without_a_gpu():
+    # "No GPU" is an expected state: the CUDA plugins are listed as rejected with the reason, and
+    # creating a context logs nothing.
+    import os
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", "import arbiter; arbiter.Context().plugins()"],
+                            capture_output=True, text=True, env=dict(os.environ), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", result.stderr
