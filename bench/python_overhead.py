@@ -18,6 +18,7 @@ difference of two call counts).
 """
 
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -35,6 +36,17 @@ def variants(ctx, a, b, d):
         "arbiter.gemm": lambda: ctx.gemm(a, b),
         "extension": lambda: c.gemm(a, b, None, None, d, 0, 1.0, 0.0, 0, 0, False),
     }
+
+
+def bench_config():
+    """The embedded default's settings, with the plugin of ARBITER_BENCH_TRUST_PATH trusted by its
+    SHA-256 (ARBITER_BENCH_TRUST_SHA256), as bench/dispatch_overhead.cpp does: no verification
+    runs, whose cost varies with the gate's random seeds and would not cancel between two call
+    counts. None (the embedded default) without them."""
+    path, sha = os.environ.get("ARBITER_BENCH_TRUST_PATH"), os.environ.get("ARBITER_BENCH_TRUST_SHA256")
+    if not (path and sha):
+        return None
+    return f'log_level = "warn"\n[[plugins.trust]]\npath = "{path}"\nsha256 = "{sha}"\n'
 
 
 def cpu_name():
@@ -60,7 +72,7 @@ def main():
     rng = np.random.default_rng(7)
     a, b = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
     d = np.empty((n, n), np.float32)
-    ctx = arbiter.Context()
+    ctx = arbiter.Context(bench_config())
     want = a.astype(np.float64) @ b.astype(np.float64)
     for name, call in variants(ctx, a, b, d).items():  # warm-up and correctness, every variant
         d.fill(np.nan)

@@ -50,7 +50,8 @@ def _config_arguments(config):
 class Context:
     """A context of the runtime: ``Context()`` (the embedded default configuration),
     ``Context("arbiter.toml")`` (a file) or ``Context('[dispatch]\\non_miss = "heuristic"')``
-    (TOML text). Thread-safe: threads may call one context at once. ``close()`` (or a ``with``
+    (TOML text: a string with a newline, an '=' or a leading '['; pass a ``pathlib.Path`` for a
+    file whose name has one). Thread-safe: threads may call one context at once. ``close()`` (or a ``with``
     block) unloads the plugins; so does garbage collection."""
 
     def __init__(self, config: Union[None, str, os.PathLike] = None):
