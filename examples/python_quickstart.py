@@ -22,7 +22,9 @@ bias = rng.standard_normal(32).astype(np.float32)
 d = ctx.gemm(a, b, bias=bias, act="gelu_erf")
 h = a.astype(np.float64) @ b + bias
 want = 0.5 * h * (1 + np.vectorize(__import__("math").erf)(h / np.sqrt(2)))
-print(f"gemm: max |error| {np.abs(d - want).max():.2e}")
+error = np.abs(d - want).max()
+print(f"gemm: max |error| {error:.2e}")
+assert error < 1e-3, "the GEMM disagrees with NumPy"
 
 # RMSNorm with a residual (x += residual in place, then normalised), and softmax, in bfloat16.
 from ml_dtypes import bfloat16

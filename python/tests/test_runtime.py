@@ -103,3 +103,18 @@ def test_a_context_is_quiet_on_a_host_without_a_gpu():
                             capture_output=True, text=True, env=dict(os.environ), timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stderr == "", result.stderr
+
+
+def test_the_example_script_runs():
+    # examples/python_quickstart.py, as the README points to it: every op checked, explain,
+    # plugins, verify, a tune into a table that a second context replays.
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    script = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python_quickstart.py"
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=dict(os.environ),
+                            timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "gemm: max |error|" in result.stdout and "tuning table entry" in result.stdout
