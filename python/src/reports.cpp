@@ -4,6 +4,9 @@
 
 #include <nanobind/stl/string.h>
 
+#include <optional>
+#include <utility>
+
 namespace arbiter::python {
 namespace {
 
@@ -18,8 +21,7 @@ std::string take_json(arb_report report) {
 
 struct Progress {
   nb::object callback;
-  bool failed = false;
-  nb::object error_type, error_value, error_traceback;
+  std::optional<nb::python_error> error;  // raised by the callback, re-raised once the library returns
 };
 
 int32_t on_progress(void* user_data, size_t done, size_t total, const char* problem) {
@@ -29,13 +31,7 @@ int32_t on_progress(void* user_data, size_t done, size_t total, const char* prob
     progress->callback(done, total, text(problem));
     return 0;
   } catch (nb::python_error& e) {
-    progress->failed = true;
-    e.restore();  // keep it to raise once the library has returned
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    progress->error_type = nb::steal(type);
-    progress->error_value = nb::steal(value);
-    progress->error_traceback = nb::steal(traceback);
+    progress->error.emplace(std::move(e));
     return 1;
   }
 }
@@ -123,11 +119,9 @@ std::string tune_report(arb_context context, const std::optional<std::vector<std
     nb::gil_scoped_release release;
     status = arb_tune(context, &options, &report);
   }
-  if (progress.failed) {
+  if (progress.error) {
     arb_report_destroy(report);
-    PyErr_Restore(progress.error_type.release().ptr(), progress.error_value.release().ptr(),
-                  progress.error_traceback.release().ptr());
-    throw nb::python_error();
+    throw std::move(*progress.error);
   }
   if (status != ARB_OK) raise_status(status);
   return take_json(report);
