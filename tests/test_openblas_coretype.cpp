@@ -4,6 +4,7 @@
 // plugins/openblas/CMakeLists.txt.
 #include "cpu_features.hpp"
 #include "openblas_coretype.hpp"
+#include "shell_command.hpp"
 
 #include <doctest/doctest.h>
 
@@ -11,7 +12,6 @@
 #include <cstdlib>
 #include <link.h>
 #include <string>
-#include <sys/wait.h>
 
 namespace {
 
@@ -149,25 +149,14 @@ TEST_CASE("openblas_coretype.core levels follow OpenBLAS's names case-insensitiv
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;
-};
+using Run = arbiter::test::CommandRun;
 
 // Runs the arbiter program with `environment` (VAR=value ... ) in front, OPENBLAS_CORETYPE
 // and the simulation hook unset unless given.
 Run run_arbiter(const std::string& environment, const std::string& arguments) {
-  const std::string command = "env -u OPENBLAS_CORETYPE -u ARBITER_OPENBLAS_SIMULATE_CORE ARBITER_PLUGIN_PATH='" +
-                              std::string(ARBITER_TEST_PLUGIN_DIR) + "' " + environment + " '" + ARBITER_TEST_CLI +
-                              "' " + arguments + " 2>&1";
-  Run run;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) run.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  run.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return run;
+  return arbiter::test::run_shell_command("env -u OPENBLAS_CORETYPE -u ARBITER_OPENBLAS_SIMULATE_CORE ARBITER_PLUGIN_PATH='" +
+                                          std::string(ARBITER_TEST_PLUGIN_DIR) + "' " + environment + " '" +
+                                          ARBITER_TEST_CLI + "' " + arguments + " 2>&1");
 }
 
 // The openblas plugin's "Core X: why" and its "wraps: OpenBLAS ..." line.

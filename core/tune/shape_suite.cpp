@@ -3,6 +3,9 @@
 #include "common/failure.hpp"
 #include "common/text_file.hpp"
 #include "config/toml_section.hpp"
+#include "problem/problem.hpp"
+
+#include <algorithm>
 
 namespace arbiter {
 
@@ -38,6 +41,22 @@ ShapeSuite parse_suite(std::string_view text, const std::string& path) {
   root.finish();
   if (suite.problems.empty()) fail(ARB_ERR_CONFIG, path + ": the suite has no [[problem]]");
   return suite;
+}
+
+std::vector<SuiteProblem> suite_shard(const std::vector<SuiteProblem>& problems, size_t index, size_t count) {
+  if (count == 0 || index >= count) fail(ARB_ERR_INVALID_ARGUMENT, "a shard index must be below the number of shards");
+  std::vector<std::string> keys;
+  keys.reserve(problems.size());
+  for (const SuiteProblem& p : problems) keys.push_back(problem_key(p.parsed.problem));
+  std::vector<std::string> sorted = keys;
+  std::sort(sorted.begin(), sorted.end());
+  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+  std::vector<SuiteProblem> shard;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const auto rank = static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), keys[i]) - sorted.begin());
+    if (rank % count == index) shard.push_back(problems[i]);
+  }
+  return shard;
 }
 
 }  // namespace arbiter

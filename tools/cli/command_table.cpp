@@ -11,8 +11,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-
+#include <map>
 #include <set>
+#include <utility>
 
 namespace arbiter::cli {
 namespace {
@@ -87,6 +88,32 @@ int diff(const Arguments& args) {
   return differences > 0 ? 1 : 0;
 }
 
+// One line per device and plugin whose entries in `table` were measured on different code
+// (plugin version, build id, wrapped library or file hash). They do not mix: every entry
+// keeps its own validators, so a machine uses those that match its plugin and reports the
+// others stale. But a merged table like that says the machines did not run the same plugins.
+std::vector<std::string> mixed_code(const TuningTable& table) {
+  std::map<std::pair<std::string, std::string>, std::map<std::string, int>> codes;  // (device, plugin) -> code -> entries
+  for (const TableEntry& e : table.entries()) {
+    std::string code = e.plugin_version + " build " + e.build_id;
+    if (!e.runtime_version.empty()) code += " (" + e.runtime_version + ")";
+    if (!e.plugin_sha256.empty()) code += " file " + e.plugin_sha256.substr(0, 12);
+    ++codes[{e.device, e.plugin()}][code];
+  }
+  std::vector<std::string> lines;
+  for (const auto& [where, counts] : codes) {
+    if (counts.size() < 2) continue;
+    std::vector<std::string> each;
+    for (const auto& [code, n] : counts) each.push_back(code + ": " + counted(n, "entry", "entries"));
+    lines.push_back(fmt::format("device {} ({}): {} entries measured on {} different builds of the plugin ({}); each "
+                                "entry keeps its own validators, so a machine uses only those of its own {} plugin "
+                                "and reports the others stale (`arbiter table prune` there removes them)",
+                                where.first, table.devices().at(where.first).name, where.second, counts.size(),
+                                fmt::join(each, "; "), where.second));
+  }
+  return lines;
+}
+
 int merge(const Arguments& args) {
   if (args.positional.size() < 3) fail(ARB_ERR_INVALID_ARGUMENT, "table merge needs OUT and at least one IN table");
   const std::string out = args.positional[1];
@@ -97,6 +124,7 @@ int merge(const Arguments& args) {
     fmt::print("{}: {} added, {} replaced, {} kept\n", args.positional[i], report.added, report.replaced, report.kept);
     for (const std::string& line : report.lines) fmt::print("  {}\n", line);
   }
+  for (const std::string& line : mixed_code(load_table_file(out))) fmt::print("note: {}\n", line);
   return 0;
 }
 

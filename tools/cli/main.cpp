@@ -121,6 +121,11 @@ commands:
                           verify and time every candidate of every problem, keep the fastest by more
                           than the noise, write the table as results arrive
                           [--table=PATH] [--budget-ms=N]
+                          [--shard=I/N: only shard I (0 to N-1) of N, for N machines of one kind,
+                          whose tables `table merge` joins: of the suite's M distinct problem keys,
+                          sorted, those of rank I, I+N, I+2N, ..., so M/N of them rounded up or
+                          down (the output says how many); I is 0-based, as a Kubernetes
+                          JOB_COMPLETION_INDEX or a Slurm --array=0-<N-1> task id]
   table show [PATH]       entries, and which are valid here, stale, or for other devices
   table diff A B          what differs between two tables
   table merge OUT IN...   merge tables into OUT: per problem and device the faster entry by more
@@ -165,7 +170,7 @@ int print_command_help(const std::string& command) {
 // Options with a separate value word ("--config FILE", "--kernel NAME").
 bool takes_value(const std::string& word) {
   for (const char* name : {"--config", "--kernel", "--samples", "--seed", "--suite", "--table", "--plugin", "--budget-ms",
-                           "--arch", "--device"})
+                           "--arch", "--device", "--shard"})
     if (word == name) return true;
   return false;
 }
