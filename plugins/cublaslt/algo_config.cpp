@@ -27,17 +27,4 @@ AlgoConfig AlgoConfig::from(const cublasLtMatmulAlgo_t& algo) {
   return c;
 }
 
-bool AlgoConfig::make(cublasLtHandle_t handle, const LtProblem& lt, cublasLtMatmulAlgo_t& algo) const {
-  if (cublasLtMatmulAlgoInit(handle, lt.compute, lt.scale, lt.type, lt.type, lt.type, lt.type, id, &algo) !=
-      CUBLAS_STATUS_SUCCESS)
-    return false;
-  auto set = [&](cublasLtMatmulAlgoConfigAttributes_t attribute, const auto& field) {
-    return cublasLtMatmulAlgoConfigSetAttribute(&algo, attribute, &field, sizeof field) == CUBLAS_STATUS_SUCCESS;
-  };
-  return set(CUBLASLT_ALGO_CONFIG_TILE_ID, tile) && set(CUBLASLT_ALGO_CONFIG_STAGES_ID, stages) &&
-         set(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, splitk) && set(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, reduction) &&
-         set(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, swizzle) && set(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, custom) &&
-         set(CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, inner) && set(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, cluster);
-}
-
 }  // namespace arbiter::cublaslt

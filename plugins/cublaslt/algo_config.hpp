@@ -20,8 +20,6 @@ struct AlgoConfig {
   std::string name() const;
   // Reads the attributes of an algorithm (from a heuristic result).
   static AlgoConfig from(const cublasLtMatmulAlgo_t& algo);
-  // The algorithm for these types with these attributes; false if cuBLASLt refuses them.
-  bool make(cublasLtHandle_t handle, const LtProblem& lt, cublasLtMatmulAlgo_t& algo) const;
   // Split-K reduced in place accumulates in no fixed order.
   bool deterministic() const { return splitk <= 1 || reduction != CUBLASLT_REDUCTION_SCHEME_INPLACE; }
 

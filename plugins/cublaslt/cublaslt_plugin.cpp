@@ -3,7 +3,8 @@
 //   heuristic_tf32    the same for f32 on TF32 tensor cores (flagged: a declared option);
 //   algo=...,tile=... one algorithm configuration each, named by its attributes, collected
 //                     at load from cuBLASLt's heuristics over representative LLM shapes;
-//                     the tuner times them per problem like any other kernel.
+//                     each serves a problem only where the heuristic proposes it for that
+//                     problem, and the tuner times them per problem like any other kernel.
 // Descriptors are initialised in caller memory and workspace comes from the host, so a
 // launch allocates nothing; each thread has its own cuBLASLt handle.
 #include <arbiter/plugin.hpp>
@@ -70,29 +71,32 @@ struct Choice {
   size_t workspace = 0;
 };
 
-// Choices remembered per problem: cuBLASLt's heuristic query and AlgoCheck cost
-// microseconds, so supports() answers once and workspace_size() and every launch replay it
-// (the same algorithm each time). A lookup allocates nothing and shares a reader lock.
-class ChoiceCache {
+// Answers remembered per problem: cuBLASLt's heuristic query costs microseconds, so
+// supports() asks once and workspace_size() and every launch replay the answer (the same
+// algorithm each time). A lookup allocates nothing and shares a reader lock.
+template <typename Answer>
+class ProblemCache {
  public:
   template <typename Compute>
-  Choice get(const arb_problem& p, Compute&& compute) {
+  Answer get(const arb_problem& p, Compute&& compute) {
     Key key;
     std::memcpy(key.data(), &p, sizeof p);
     {
       std::shared_lock<std::shared_mutex> lock(mutex_);
-      if (auto it = choices_.find(key); it != choices_.end()) return it->second;
+      if (auto it = answers_.find(key); it != answers_.end()) return it->second;
     }
-    Choice c = compute(p);
+    Answer a = compute(p);
     std::unique_lock<std::shared_mutex> lock(mutex_);
-    return choices_.emplace(key, std::move(c)).first->second;
+    return answers_.emplace(key, std::move(a)).first->second;
   }
 
  private:
   using Key = std::array<unsigned char, sizeof(arb_problem)>;
   std::shared_mutex mutex_;
-  std::map<Key, Choice> choices_;
+  std::map<Key, Answer> answers_;
 };
+
+using ChoiceCache = ProblemCache<Choice>;
 
 // cuBLASLt's first choice for a problem.
 Choice heuristic_choice(const arb_problem& p, bool tf32) {
@@ -115,39 +119,49 @@ Choice heuristic_choice(const arb_problem& p, bool tf32) {
   return c;
 }
 
-// A configuration checked against one problem: the algorithm and its workspace.
-Choice check_config(const AlgoConfig& config, const arb_problem& p) {
+// How deep into cuBLASLt's ranked proposals for a problem a configuration may be found.
+constexpr int kProposalDepth = 32;
+
+// cuBLASLt's ranked proposals for one problem, as its heuristic built them.
+using Proposals = std::vector<cublasLtMatmulHeuristicResult_t>;
+
+Proposals propose(const arb_problem& p) {
+  Proposals out;
+  LtProblem lt;
+  if (!describe(p, false, nullptr, lt, nullptr)) return out;
+  cublasLtMatmulPreferenceOpaque_t pref;
+  prefer(pref, p);
+  out.resize(kProposalDepth);
+  int count = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(handle(), lt.desc(), lt.a(), lt.b(), lt.c(), lt.d(), &pref, kProposalDepth,
+                                     out.data(), &count) != CUBLAS_STATUS_SUCCESS)
+    count = 0;
+  out.resize(static_cast<size_t>(std::max(count, 0)));
+  return out;
+}
+
+// A configuration for one problem: only as cuBLASLt's heuristic proposes it for this very
+// problem (its algorithm and workspace as the heuristic built them). A configuration seen on
+// other shapes and merely passed by cublasLtMatmulAlgoCheck is not enough: on an H200 such
+// algorithms hung (algo 66 with cluster shapes, timed at bf16 8192^3 and 512x6144x4096) or
+// computed wrong results (split-K 9 and 11 at k = 8, caught by the gate).
+Choice check_config(const AlgoConfig& config, const arb_problem& p, const Proposals& proposals) {
   Choice c;
   LtProblem lt;
   if (!describe(p, false, nullptr, lt, &c.why)) return c;
-  if (!config.make(handle(), lt, c.algo)) {
-    c.why = "cuBLASLt refuses these attributes for these types";
-    return c;
-  }
-  cublasLtMatmulHeuristicResult_t result{};
-  const cublasStatus_t s = cublasLtMatmulAlgoCheck(handle(), lt.desc(), lt.a(), lt.b(), lt.c(), lt.d(), &c.algo, &result);
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    c.why = std::string("cublasLtMatmulAlgoCheck: ") + status_name(s);
-    return c;
-  }
-  if (result.workspaceSize > kMaxWorkspace) {
-    c.why = "needs more than 64 MiB of workspace";
-    return c;
-  }
-  // AlgoCheck does not look at addresses: the algorithm's alignment needs are checked
-  // against the problem's alignment class here, or its launch would fail.
-  for (auto cap : {CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_B_BYTES,
-                   CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_C_BYTES, CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_D_BYTES}) {
-    uint32_t needed = 0;
-    size_t written = 0;
-    if (cublasLtMatmulAlgoCapGetAttribute(&c.algo, cap, &needed, sizeof needed, &written) == CUBLAS_STATUS_SUCCESS &&
-        static_cast<uint32_t>(p.alignment) < needed) {
-      c.why = "needs operands aligned to " + std::to_string(needed) + " bytes";
+  for (const cublasLtMatmulHeuristicResult_t& proposal : proposals) {
+    if (proposal.state != CUBLAS_STATUS_SUCCESS || AlgoConfig::from(proposal.algo).tie() != config.tie()) continue;
+    if (proposal.workspaceSize > kMaxWorkspace) {
+      c.why = "needs more than 64 MiB of workspace";
       return c;
     }
+    c.ok = true;
+    c.algo = proposal.algo;
+    c.workspace = proposal.workspaceSize;
+    return c;
   }
-  c.ok = true;
-  c.workspace = result.workspaceSize;
+  c.why = "cuBLASLt's heuristic does not propose this configuration for this problem (among its first " +
+          std::to_string(kProposalDepth) + ")";
   return c;
 }
 
@@ -248,10 +262,11 @@ arbiter::plugin::Plugin make() {
   plugin.kernel(heuristic_kernel("heuristic", false));
   plugin.kernel(heuristic_kernel("heuristic_tf32", true));
 
+  auto proposals = std::make_shared<ProblemCache<Proposals>>();  // one query per problem for all configurations
   for (const AlgoConfig& config : collect_configs()) {
     auto cache = std::make_shared<ChoiceCache>();
-    auto choose = [cache, config](const arb_problem& p) {
-      return cache->get(p, [&config](const arb_problem& q) { return check_config(config, q); });
+    auto choose = [cache, proposals, config](const arb_problem& p) {
+      return cache->get(p, [&](const arb_problem& q) { return check_config(config, q, proposals->get(q, propose)); });
     };
     arbiter::plugin::Kernel k(config.name(), ARB_OP_GEMM, kDLCUDA);
     k.supports([choose](const arb_problem& p, Why& why) {

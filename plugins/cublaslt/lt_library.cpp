@@ -1,9 +1,10 @@
 #include "lt_library.hpp"
 
+#include "arbiter_base/library_symbols.hpp"
+
 #include <arbiter/plugin.hpp>
 
 #include <cublasLt.h>
-#include <dlfcn.h>
 
 #include <cstddef>
 #include <mutex>
@@ -17,12 +18,8 @@ enum Symbol : size_t {
   create,
   get_version,
   matmul,
-  algo_cap_get_attribute,
-  algo_check,
   algo_config_get_attribute,
-  algo_config_set_attribute,
   algo_get_heuristic,
-  algo_init,
   desc_init,
   desc_set_attribute,
   preference_init,
@@ -31,9 +28,8 @@ enum Symbol : size_t {
   symbol_count
 };
 constexpr const char* kNames[symbol_count] = {
-    "cublasLtCreate", "cublasLtGetVersion", "cublasLtMatmul", "cublasLtMatmulAlgoCapGetAttribute",
-    "cublasLtMatmulAlgoCheck", "cublasLtMatmulAlgoConfigGetAttribute", "cublasLtMatmulAlgoConfigSetAttribute",
-    "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmulAlgoInit", "cublasLtMatmulDescInit_internal",
+    "cublasLtCreate", "cublasLtGetVersion", "cublasLtMatmul", "cublasLtMatmulAlgoConfigGetAttribute",
+    "cublasLtMatmulAlgoGetHeuristic", "cublasLtMatmulDescInit_internal",
     "cublasLtMatmulDescSetAttribute", "cublasLtMatmulPreferenceInit_internal", "cublasLtMatmulPreferenceSetAttribute",
     "cublasLtMatrixLayoutInit_internal"};
 
@@ -51,21 +47,7 @@ namespace arbiter::plugin {
 void load_cublaslt() {
   static std::once_flag once;
   static std::string failure;
-  std::call_once(once, [] {
-    void* library = ::dlopen(ARBITER_CUBLASLT_SONAME, RTLD_NOW | RTLD_LOCAL);  // kept for the process
-    if (library == nullptr) {
-      const char* why = ::dlerror();
-      failure = std::string("cannot load " ARBITER_CUBLASLT_SONAME ": ") + (why != nullptr ? why : "unknown error");
-      return;
-    }
-    for (size_t s = 0; s < symbol_count; ++s) {
-      resolved[s] = ::dlsym(library, kNames[s]);
-      if (resolved[s] == nullptr) {
-        failure = std::string(ARBITER_CUBLASLT_SONAME " has no ") + kNames[s];
-        return;
-      }
-    }
-  });
+  std::call_once(once, [] { failure = open_library_symbols({ARBITER_CUBLASLT_SONAME}, kNames, symbol_count, resolved); });
   if (!failure.empty()) throw Error(ARB_ERR_UNSUPPORTED, failure);
 }
 
@@ -89,16 +71,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                  algo, workspace, workspace_bytes, stream);
 }
 
-cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoCapAttributes_t attr,
-                                                 void* buf, size_t size, size_t* written) {
-  ARB_LT_FORWARD(cublasLtMatmulAlgoCapGetAttribute, algo_cap_get_attribute, algo, attr, buf, size, written);
-}
 
-cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
-                                       cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
-                                       const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result) {
-  ARB_LT_FORWARD(cublasLtMatmulAlgoCheck, algo_check, handle, desc, a, b, c, d, algo, result);
-}
 
 cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* algo,
                                                     cublasLtMatmulAlgoConfigAttributes_t attr, void* buf, size_t size,
@@ -106,10 +79,6 @@ cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t* 
   ARB_LT_FORWARD(cublasLtMatmulAlgoConfigGetAttribute, algo_config_get_attribute, algo, attr, buf, size, written);
 }
 
-cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t attr,
-                                                    const void* buf, size_t size) {
-  ARB_LT_FORWARD(cublasLtMatmulAlgoConfigSetAttribute, algo_config_set_attribute, algo, attr, buf, size);
-}
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
                                               cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
@@ -119,11 +88,6 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
                  results, returned);
 }
 
-cublasStatus_t cublasLtMatmulAlgoInit(cublasLtHandle_t handle, cublasComputeType_t compute, cudaDataType_t scale,
-                                      cudaDataType_t a, cudaDataType_t b, cudaDataType_t c, cudaDataType_t d, int id,
-                                      cublasLtMatmulAlgo_t* algo) {
-  ARB_LT_FORWARD(cublasLtMatmulAlgoInit, algo_init, handle, compute, scale, a, b, c, d, id, algo);
-}
 
 cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t desc, size_t size, cublasComputeType_t compute,
                                                cudaDataType_t scale) {
