@@ -45,7 +45,8 @@ TableEntry sample_entry(const std::string& key, const std::string& kernel, doubl
   e.runner_up = "other.kernel";
   e.margin = 0.25;
   e.verified = true;
-  e.verification = "passed: 3 trials";
+  // Control characters too: a verdict's detail has newlines and tabs, and TOML allows none raw.
+  e.verification = "passed: 3 trials\t\"6 shapes\"\nmax error 1e-03 \x01\x7f";
   e.workspace_bytes = 64;
   e.when = "2026-11-30T23:59:00Z";
   return e;

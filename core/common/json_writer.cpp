@@ -1,6 +1,6 @@
 #include "common/json_writer.hpp"
 
-#include "common/quoted.hpp"
+#include "common/string_literal.hpp"
 
 #include <fmt/format.h>
 
@@ -52,7 +52,7 @@ std::string json_string(std::string_view text) {
       at += length;
     }
   }
-  return quoted(valid);  // a TOML basic string is a JSON string too
+  return string_literal(valid);  // a TOML basic string is a JSON string too
 }
 
 std::string json_number(double value) { return std::isfinite(value) ? fmt::format("{}", value) : "null"; }

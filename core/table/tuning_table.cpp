@@ -1,7 +1,7 @@
 #include "table/tuning_table.hpp"
 
 #include "common/failure.hpp"
-#include "common/quoted.hpp"
+#include "common/string_literal.hpp"
 #include "config/toml_section.hpp"
 
 #include <fmt/format.h>
@@ -96,25 +96,25 @@ std::string TuningTable::to_toml() const {
       << "schema = " << kSchema << "\n";
   for (const auto& [id, device] : devices_) {
     out << "\n[devices." << id << "]\n"
-        << "kind = " << quoted(device.kind) << "\nname = " << quoted(device.name) << "\ndetails = " << quoted(device.details)
+        << "kind = " << string_literal(device.kind) << "\nname = " << string_literal(device.name) << "\ndetails = " << string_literal(device.details)
         << "\n";
   }
   for (const TableEntry& e : entries_) {
     out << "\n[[entry]]\n"
-        << "key = " << quoted(e.key) << "\n"
-        << "device = " << quoted(e.device) << "\n"
-        << "kernel = " << quoted(e.kernel) << "\n"
-        << "plugin_version = " << quoted(e.plugin_version) << "\n"
-        << "build_id = " << quoted(e.build_id) << "\n"
-        << "runtime_version = " << quoted(e.runtime_version) << "\n"
-        << "plugin_sha256 = " << quoted(e.plugin_sha256) << "\n"
+        << "key = " << string_literal(e.key) << "\n"
+        << "device = " << string_literal(e.device) << "\n"
+        << "kernel = " << string_literal(e.kernel) << "\n"
+        << "plugin_version = " << string_literal(e.plugin_version) << "\n"
+        << "build_id = " << string_literal(e.build_id) << "\n"
+        << "runtime_version = " << string_literal(e.runtime_version) << "\n"
+        << "plugin_sha256 = " << string_literal(e.plugin_sha256) << "\n"
         << fmt::format("median_us = {:.6g}\np20_us = {:.6g}\np80_us = {:.6g}\nsamples = {}\nnoise = {:.4g}\n", e.median_us,
                        e.p20_us, e.p80_us, e.samples, e.noise)
-        << "runner_up = " << quoted(e.runner_up) << "\n"
+        << "runner_up = " << string_literal(e.runner_up) << "\n"
         << fmt::format("margin = {:.4g}\n", e.margin) << "verified = " << (e.verified ? "true" : "false") << "\n"
-        << "verification = " << quoted(e.verification) << "\n"
+        << "verification = " << string_literal(e.verification) << "\n"
         << "workspace_bytes = " << e.workspace_bytes << "\n"
-        << "when = " << quoted(e.when) << "\n";
+        << "when = " << string_literal(e.when) << "\n";
   }
   return out.str();
 }

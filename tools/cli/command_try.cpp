@@ -8,7 +8,7 @@
 
 #include "common/failure.hpp"
 #include "arbiter_base/abi_names.hpp"
-#include "common/quoted.hpp"
+#include "common/string_literal.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "problem/problem_text.hpp"
@@ -74,18 +74,18 @@ std::string timing_json(Context& context, const KernelRecord& candidate, const a
   return fmt::format(
       "{}{{\"shape\": {}, \"median_us\": {}, \"incumbent\": {}, \"incumbent_median_us\": {}, \"speedup\": {}, "
       "\"winner\": {}}}",
-      first ? "" : ", ", quoted(text), mine ? fmt::format("{:.4g}", mine->stats.median * 1e6) : "null",
-      best_other ? quoted(best_other->kernel->name) : "null",
+      first ? "" : ", ", string_literal(text), mine ? fmt::format("{:.4g}", mine->stats.median * 1e6) : "null",
+      best_other ? string_literal(best_other->kernel->name) : "null",
       best_other ? fmt::format("{:.4g}", best_other->stats.median * 1e6) : "null",
       mine && best_other ? fmt::format("{:.3f}", best_other->stats.median / mine->stats.median) : "null",
-      r.winning() ? quoted(r.winning()->kernel->name) : "null");
+      r.winning() ? string_literal(r.winning()->kernel->name) : "null");
 }
 
 int command_try(const Arguments& args) {
   if (args.positional.size() != 1) fail(ARB_ERR_INVALID_ARGUMENT, "try needs one manifest: arbiter try <manifest.toml>");
   const std::string path = args.positional[0];
   std::ostringstream json;
-  json << "{\n  \"manifest\": " << quoted(path);
+  json << "{\n  \"manifest\": " << string_literal(path);
   generated::Manifest manifest;
   std::string manifest_error;
   try {
@@ -95,15 +95,15 @@ int command_try(const Arguments& args) {
     manifest_error = e.what();
   }
   if (!manifest_error.empty()) {
-    json << ",\n  \"manifest_ok\": false,\n  \"manifest_error\": " << quoted(manifest_error)
+    json << ",\n  \"manifest_ok\": false,\n  \"manifest_error\": " << string_literal(manifest_error)
          << ",\n  \"compiled\": false\n}\n";
     fmt::print("{}", json.str());
     return 5;
   }
-  json << ",\n  \"manifest_ok\": true,\n  \"name\": " << quoted(manifest.name) << ",\n  \"op\": "
-       << quoted(std::string(op_name(manifest.op))) << ",\n  \"source_sha256\": "
-       << quoted(manifest.provenance.source_sha256) << ",\n  \"provenance\": {\"generator\": "
-       << quoted(manifest.provenance.generator) << ", \"date\": " << quoted(manifest.provenance.date) << "}";
+  json << ",\n  \"manifest_ok\": true,\n  \"name\": " << string_literal(manifest.name) << ",\n  \"op\": "
+       << string_literal(std::string(op_name(manifest.op))) << ",\n  \"source_sha256\": "
+       << string_literal(manifest.provenance.source_sha256) << ",\n  \"provenance\": {\"generator\": "
+       << string_literal(manifest.provenance.generator) << ", \"date\": " << string_literal(manifest.provenance.date) << "}";
 
   // The device decides the architecture; without one, --arch (default sm_90a).
   int count = 0;
@@ -119,16 +119,16 @@ int command_try(const Arguments& args) {
   } else {
     device_text = std::string("no CUDA device: ") + (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
   }
-  json << ",\n  \"device\": " << quoted(device_text) << ",\n  \"compile\": {\"arch\": " << quoted(arch)
-       << ", \"nvrtc\": " << quoted(generated::nvrtc_version()) << ", \"dtypes\": {";
+  json << ",\n  \"device\": " << string_literal(device_text) << ",\n  \"compile\": {\"arch\": " << string_literal(arch)
+       << ", \"nvrtc\": " << string_literal(generated::nvrtc_version()) << ", \"dtypes\": {";
   bool all_compiled = true;
   const std::string cache = generated::default_cache_dir();
   for (size_t i = 0; i < manifest.dtypes.size(); ++i) {
     const generated::CompileResult r = generated::compile(manifest, manifest.dtypes[i], arch, cache);
     all_compiled &= r.ok;
-    json << (i ? ", " : "") << quoted(std::string(dtype_name(manifest.dtypes[i]))) << ": {\"compiled\": "
+    json << (i ? ", " : "") << string_literal(std::string(dtype_name(manifest.dtypes[i]))) << ": {\"compiled\": "
          << (r.ok ? "true" : "false") << ", \"cubin_bytes\": " << r.cubin.size() << ", \"cache\": "
-         << quoted(r.from_cache ? "hit" : "miss") << ", \"nvrtc_log\": " << quoted(r.log) << "}";
+         << string_literal(r.from_cache ? "hit" : "miss") << ", \"nvrtc_log\": " << string_literal(r.log) << "}";
   }
   json << "}},\n  \"compiled\": " << (all_compiled ? "true" : "false");
 
@@ -139,7 +139,7 @@ int command_try(const Arguments& args) {
   bool verified_all = all_compiled;
   if (!all_compiled) {
     const std::string why = "not run: the kernel did not compile";
-    json << ",\n  \"verified\": null,\n  \"verification\": " << quoted(why) << ",\n  \"timing\": " << quoted(why);
+    json << ",\n  \"verified\": null,\n  \"verification\": " << string_literal(why) << ",\n  \"timing\": " << string_literal(why);
   } else {
     // The generated plugin loads this manifest too; the rest of the context is as configured.
     setenv("ARBITER_GENERATED_MANIFESTS", path.c_str(), 1);
@@ -149,10 +149,10 @@ int command_try(const Arguments& args) {
     const KernelRecord* candidate = context->registry().find("generated." + manifest.name);
     if (context->devices().cuda == nullptr) {
       const std::string why = "not run: " + device_text + ", and no SIMT emulator: " + context->devices().cuda_unavailable;
-      json << ",\n  \"verified\": null,\n  \"verification\": " << quoted(why) << ",\n  \"timing\": " << quoted(why);
+      json << ",\n  \"verified\": null,\n  \"verification\": " << string_literal(why) << ",\n  \"timing\": " << string_literal(why);
     } else if (candidate == nullptr) {
       json << ",\n  \"verified\": false,\n  \"verification\": "
-           << quoted("the generated plugin did not load it (a name taken by another kernel?): see `arbiter plugins`")
+           << string_literal("the generated plugin did not load it (a name taken by another kernel?): see `arbiter plugins`")
            << ",\n  \"timing\": null";
       verified_all = false;
     } else {
@@ -168,16 +168,16 @@ int command_try(const Arguments& args) {
         const Verdict v = supported ? context->gate().reverify(*candidate, p) : Verdict{};
         verified_all &= supported && v.passed;
         verification += fmt::format("{}{{\"shape\": {}, \"supported\": {}, \"passed\": {}, \"checks\": {}}}",
-                                    verification.empty() ? "" : ", ", quoted(text), supported ? "true" : "false",
+                                    verification.empty() ? "" : ", ", string_literal(text), supported ? "true" : "false",
                                     supported && v.passed ? "true" : "false",
-                                    quoted(supported ? v.summary() + (v.passed ? "" : "\n" + v.detail) : why));
+                                    string_literal(supported ? v.summary() + (v.passed ? "" : "\n" + v.detail) : why));
         if (!supported || !v.passed || emulate) continue;
         timing += timing_json(*context, *candidate, p, text, timing.empty());
       }
       json << ",\n  \"verified\": " << (verified_all ? "true" : "false") << ",\n  \"verification\": [" << verification
            << "],\n  \"timing\": ";
       if (emulate)
-        json << quoted("emulated: correctness only (verified on arbiter's SIMT emulator, the CUDA source run on the "
+        json << string_literal("emulated: correctness only (verified on arbiter's SIMT emulator, the CUDA source run on the "
                        "CPU; its times say nothing about a GPU, so none is reported)");
       else
         json << "[" << timing << "]";
@@ -192,8 +192,8 @@ int command_try(const Arguments& args) {
 
 int command_try(const Arguments& args) {
   if (args.positional.size() != 1) fail(ARB_ERR_INVALID_ARGUMENT, "try needs one manifest: arbiter try <manifest.toml>");
-  fmt::print("{{\n  \"manifest\": {},\n  \"compiled\": false,\n  \"reason\": {}\n}}\n", quoted(args.positional[0]),
-             quoted("this arbiter was built without CUDA (ARBITER_CUDA=OFF or no toolkit): nothing to compile with"));
+  fmt::print("{{\n  \"manifest\": {},\n  \"compiled\": false,\n  \"reason\": {}\n}}\n", string_literal(args.positional[0]),
+             string_literal("this arbiter was built without CUDA (ARBITER_CUDA=OFF or no toolkit): nothing to compile with"));
   return 5;
 }
 

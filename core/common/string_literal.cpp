@@ -1,10 +1,10 @@
-#include "common/quoted.hpp"
+#include "common/string_literal.hpp"
 
 #include <fmt/format.h>
 
 namespace arbiter {
 
-std::string quoted(std::string_view text) {
+std::string string_literal(std::string_view text) {
   std::string out = "\"";
   out.reserve(text.size() + 2);
   for (const char c : text) {
