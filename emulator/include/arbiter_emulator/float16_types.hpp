@@ -43,9 +43,12 @@ inline uint16_t double_to_bfloat16_bits(double d) { return round_to_format(d, 7,
 inline uint16_t float_to_half_bits(float f) { return double_to_half_bits(f); }
 inline uint16_t float_to_bfloat16_bits(float f) { return double_to_bfloat16_bits(f); }
 
+// cvt.f32.f16: exact, except that every NaN becomes the canonical 0x7fffffff (an H200 does so:
+// tests/emulator/golden/). bf16 widens by a shift, so its NaNs keep sign and payload.
 inline float half_bits_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0x1f && mantissa != 0) return std::bit_cast<float>(0x7fffffffu);
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u);
   if (exponent == 0) {
     const float value = std::ldexp(static_cast<float>(mantissa), -24);
     return sign ? -value : value;
