@@ -1,6 +1,7 @@
 #include "plugin/plugin_file.hpp"
 
 #include "arbiter_base/sha256.hpp"
+#include "plugin/file_hash_cache.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -31,10 +32,6 @@ auto tie_identity(const FileIdentity& id) {
                          id.changed.tv_nsec);
 }
 
-struct IdentityLess {
-  bool operator()(const FileIdentity& a, const FileIdentity& b) const { return tie_identity(a) < tie_identity(b); }
-};
-
 // A descriptor closed on every way out.
 struct OpenFile {
   explicit OpenFile(int descriptor) : fd(descriptor) {}
@@ -57,6 +54,10 @@ std::string foreign_writer(const struct stat& st, bool directory) {
 }  // namespace
 
 bool FileIdentity::operator==(const FileIdentity& other) const { return tie_identity(*this) == tie_identity(other); }
+
+bool FileIdentityLess::operator()(const FileIdentity& a, const FileIdentity& b) const {
+  return tie_identity(a) < tie_identity(b);
+}
 
 std::string insecure_file_reason(const fs::path& file) {
   std::error_code ec;
@@ -83,7 +84,7 @@ bool file_identity(const fs::path& file, FileIdentity& identity) {
 
 HashedFile hash_file(const fs::path& file) {
   static std::mutex mutex;
-  static std::map<FileIdentity, std::string, IdentityLess> known;
+  static std::map<FileIdentity, std::string, FileIdentityLess> known;
   HashedFile out;
   const OpenFile fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
@@ -103,6 +104,12 @@ HashedFile hash_file(const fs::path& file) {
       return out;
     }
   }
+  if (std::string remembered = FileHashCache::of_process().lookup(out.identity); !remembered.empty()) {
+    out.sha256 = std::move(remembered);
+    std::lock_guard<std::mutex> lock(mutex);
+    known[out.identity] = out.sha256;
+    return out;
+  }
   Sha256 hash;
   std::vector<unsigned char> buffer(1 << 20);
   for (ssize_t got; (got = ::read(fd.fd, buffer.data(), buffer.size())) != 0;) {
@@ -113,6 +120,7 @@ HashedFile hash_file(const fs::path& file) {
     hash.update(buffer.data(), static_cast<size_t>(got));
   }
   out.sha256 = hash.hex_digest();
+  FileHashCache::of_process().remember(out.identity, out.sha256, ::time(nullptr));
   std::lock_guard<std::mutex> lock(mutex);
   known[out.identity] = out.sha256;
   return out;

@@ -23,14 +23,20 @@ struct FileIdentity {
   bool operator==(const FileIdentity& other) const;
 };
 
+// An order on identities, for maps keyed by them.
+struct FileIdentityLess {
+  bool operator()(const FileIdentity& a, const FileIdentity& b) const;
+};
+
 struct HashedFile {
   std::string sha256;     // "" when the file could not be read
   std::string error;      // why not
   FileIdentity identity;  // of the bytes hashed
 };
 
-// Reads the file once and hashes it. Within a process the hash of an unchanged file (same
-// device, inode, size, modification and status-change times) is computed once.
+// Reads the file once and hashes it. The hash of an unchanged file (same device, inode, size,
+// modification and status-change times) is computed once per process, and remembered across
+// processes by the file hash cache (file_hash_cache.hpp).
 HashedFile hash_file(const std::filesystem::path& file);
 
 // The file's identity now (to tell that it changed between hashing and loading).
