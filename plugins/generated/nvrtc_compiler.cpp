@@ -1,6 +1,7 @@
 #include "nvrtc_compiler.hpp"
 
 #include "arbiter_base/sha256.hpp"
+#include "nvrtc_library.hpp"
 
 #include <nvrtc.h>
 #include <unistd.h>
@@ -57,6 +58,7 @@ std::string arch_for(int major, int minor) {
 }
 
 std::string nvrtc_version() {
+  if (!nvrtc_unavailable().empty()) return "unavailable";
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
   return std::to_string(major) + "." + std::to_string(minor);
@@ -71,6 +73,10 @@ std::string default_cache_dir() {
 
 CompileResult compile(const Manifest& manifest, int32_t dtype, const std::string& arch, const std::string& cache_dir) {
   CompileResult result;
+  if (const std::string& why = nvrtc_unavailable(); !why.empty()) {
+    result.log = why;
+    return result;
+  }
   const std::vector<std::string> options = {"--gpu-architecture=" + arch, "-std=c++17", "--device-as-default-execution-space",
                                             dtype_macro(dtype)};
   std::string keyed = manifest.source + '\0' + kernel_prelude() + '\0' + arch + '\0' + nvrtc_version();

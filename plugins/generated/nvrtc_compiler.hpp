@@ -26,7 +26,7 @@ std::string arch_for(int major, int minor);
 // turns caching off.
 std::string default_cache_dir();
 
-// "13.0"
+// "13.0", or "unavailable" when NVRTC cannot be opened (nvrtc_library.hpp)
 std::string nvrtc_version();
 
 // The prelude header generated kernels include as "arbiter_kernel.h".
