@@ -11,8 +11,9 @@
 #   3. build the benchmark and the plugins; the headline numbers: one 8192^3 bf16 GEMM
 #      (hand-written against cuBLASLt), an RMSNorm and a softmax against copy bandwidth,
 #      the cost of dispatch at ~10 us (bench/suites/gpu-headline.toml);
-#   4. the Llama-3-8B suite; 5. the GPU tests (hard cap); 6. the square-GEMM and
-#      Llama-3-70B suites; 7. the CPU tests (output on failure).
+#   4. the GPU tests (hard cap); 5. the Python package on CUDA tensors (PyTorch, CuPy:
+#      python/tests/test_cuda.py) where the machine's python3 has nanobind; 6. the Llama-3-8B,
+#      square-GEMM and Llama-3-70B suites; 7. the CPU tests (output on failure).
 # The benchmark survives faulting and hanging kernels: it is restarted with --resume, the
 # kernel named in its journal excluded (bench/fault_guard.hpp), and the report names it.
 # Under $OUT (default gpu-check-out/): gpu-bench.md / .csv / -state.toml, tuning-table.toml,
@@ -58,7 +59,11 @@ step "machine"
 step "configure (Release, sm_90a + sm_80)"
 launcher=()
 command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# The Python package is built in its own step (5): a nanobind there that our extension does not
+# compile with must not take the tests down with it. The emulator is CI's (it runs the CUDA
+# kernels without a GPU): here it would only cost build time.
 if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DARBITER_CUDA=ON -DARBITER_BUILD_EXAMPLES=OFF \
+    -DARBITER_PYTHON=OFF -DARBITER_EMULATOR=OFF \
     "${launcher[@]}" >"$logs/configure.log" 2>&1; then
   tail -40 "$logs/configure.log"
   echo "GPU CHECK: configure failed"
@@ -108,7 +113,8 @@ bench() {  # phase name, seconds, arbiter_bench_gpu arguments...
     case $rc in
       0|1) break ;;
       2) note "$name: the benchmark could not run: $(tail -1 "$logs/bench-progress.log")"; break ;;
-      3|4) note "$name: a kernel faulted or hung (status $rc): $(grep -h '^- FAULT' "$out/gpu-bench.md" | tail -1); resuming without it" ;;
+      # The report is written after each problem; a fault in the first one is only in the log.
+      3|4) note "$name: a kernel faulted or hung (status $rc): $(grep -h 'HUNG\|FAULT\|faulted' "$logs/bench-progress.log" | tail -1); resuming without it" ;;
       124|137) printf 'idle\n' >"$out/gpu-bench-journal.txt"; note "$name: stopped at its time limit"; break ;;
       *) note "$name: the benchmark died (status $rc) while: $(head -c 300 "$out/gpu-bench-journal.txt" | tr '\t' ' ' | sed 's/ *$//'); resuming without that kernel" ;;
     esac
@@ -130,15 +136,7 @@ step "headline: 8192^3 bf16 GEMM, RMSNorm and softmax against copy bandwidth, di
 rm -f "$out/gpu-bench-state.toml" "$out/gpu-bench-journal.txt" "$out/tuning-table.toml"
 bench headline $(( $(left) < 150 ? $(left) - 60 : 120 )) --suite=bench/suites/gpu-headline.toml --dispatch-cost
 
-reserve_tests=150  # seconds kept for building and running the GPU and CPU tests
-step "Llama-3-8B suite (at most $(( $(left) - reserve_tests - 60 )) s)"
-if [ $(( $(left) - reserve_tests - 60 )) -ge 30 ]; then
-  bench llama3-8b $(( $(left) - reserve_tests - 60 )) --suite=bench/suites/llama3-8b.toml
-else
-  skip "Llama-3-8B suite" "$(left) s left"
-fi
-
-# ---- 5. the GPU tests, capped -------------------------------------------------------------
+# ---- 4. the GPU tests, capped -------------------------------------------------------------
 step "build the tests"
 gpu_tests_rc=skipped
 cpu_tests_rc=skipped
@@ -150,10 +148,10 @@ else
   grep -E -A6 "error|FAILED" "$logs/build-all.log" | head -40
 fi
 if [ $tests_built = 1 ]; then
-  cap=$(( $(left) - 90 < 120 ? $(left) - 90 : 120 ))
+  cap=$(( $(left) - 150 < 180 ? $(left) - 150 : 180 ))
   if [ $cap -ge 30 ]; then
-    step "GPU tests (at most $cap s, 60 s a test)"
-    timeout -k 5 $cap ctest --test-dir "$build" -L gpu --timeout 60 --output-on-failure >"$logs/gpu-tests.log" 2>&1
+    step "GPU tests (at most $cap s, 120 s a test, two at a time)"
+    timeout -k 5 $cap ctest --test-dir "$build" -L gpu -j 2 --timeout 120 --output-on-failure >"$logs/gpu-tests.log" 2>&1
     gpu_tests_rc=$?
     [ $gpu_tests_rc -eq 124 ] && note "GPU tests: stopped at their cap of $cap s"
     grep -E "tests passed|tests failed|\(Skipped\)|\(Failed\)|\(Timeout\)" "$logs/gpu-tests.log"
@@ -165,19 +163,38 @@ if [ $tests_built = 1 ]; then
   fi
 fi
 
-# ---- 6. the other suites ------------------------------------------------------------------
+# ---- 5. the Python package on CUDA tensors -----------------------------------------------
+python_rc=skipped
+if [ $tests_built = 1 ] && [ "$(left)" -ge 120 ] && python3 -m nanobind --cmake_dir >/dev/null 2>&1; then
+  step "the Python package on CUDA tensors (at most 90 s)"
+  if timeout 60 cmake -S . -B "$build" -DARBITER_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" >"$logs/configure-python.log" 2>&1 &&
+     timeout 60 cmake --build "$build" -j "$(nproc)" --target arbiter_python >"$logs/build-python.log" 2>&1; then
+    PYTHONPATH="$(cd "$build" && pwd)/python" PYTHONDONTWRITEBYTECODE=1 timeout -k 5 60 python3 -m pytest -q -rs \
+      -p no:cacheprovider python/tests/test_cuda.py python/tests/test_torch.py >"$logs/python-cuda.log" 2>&1
+    python_rc=$?
+    tail -15 "$logs/python-cuda.log"
+  else
+    skip "the Python package" "it did not configure or build with this machine's python3 and nanobind (configure-python.log, build-python.log)"
+    grep -E -A6 "error|Error" "$logs/build-python.log" "$logs/configure-python.log" 2>/dev/null | head -30
+  fi
+else
+  skip "the Python package on CUDA tensors" "no tests built, $(left) s left, or no nanobind in python3"
+fi
+
+# ---- 6. the suites ------------------------------------------------------------------------
 suites_s=$(( $(left) - 70 ))
 if [ $suites_s -ge 30 ]; then
-  step "square-GEMM and Llama-3-70B suites (at most $suites_s s)"
-  bench more $suites_s --suite=bench/suites/square-gemm.toml --suite=bench/suites/llama3-70b.toml
+  step "Llama-3-8B, square-GEMM and Llama-3-70B suites (at most $suites_s s)"
+  bench suites $suites_s --suite=bench/suites/llama3-8b.toml --suite=bench/suites/square-gemm.toml \
+    --suite=bench/suites/llama3-70b.toml
 else
-  skip "square-GEMM and Llama-3-70B suites" "$(left) s left"
+  skip "the Llama-3-8B, square-GEMM and Llama-3-70B suites" "$(left) s left"
 fi
 
 # ---- 7. the CPU tests ---------------------------------------------------------------------
 if [ $tests_built = 1 ] && [ "$(left)" -ge 20 ]; then
   step "CPU tests (at most $(( $(left) - 10 )) s)"
-  timeout -k 5 $(( $(left) - 10 )) ctest --test-dir "$build" -LE "gpu|bench" -j "$(nproc)" --timeout 60 \
+  timeout -k 5 $(( $(left) - 10 )) ctest --test-dir "$build" -LE "gpu|bench|python" -j "$(nproc)" --timeout 60 \
     --output-on-failure >"$logs/cpu-tests.log" 2>&1
   cpu_tests_rc=$?
   grep -E "tests passed|tests failed" "$logs/cpu-tests.log"
@@ -191,11 +208,12 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --fo
   tee -a "$logs/machine.txt"
 cp "$out"/gpu-bench.md "$logs/" 2>/dev/null
 echo
-echo "GPU CHECK SUMMARY ($(elapsed) s of $budget_s): gpu tests rc=$gpu_tests_rc, cpu tests rc=$cpu_tests_rc," \
+echo "GPU CHECK SUMMARY ($(elapsed) s of $budget_s): gpu tests rc=$gpu_tests_rc, python rc=$python_rc, cpu tests rc=$cpu_tests_rc," \
   "benchmark rc=$bench_rc (0 = pass; tests 77 = skipped, no GPU; benchmark 1 = a bar missed, 2 = error)"
 for line in "${summary[@]}"; do echo "  $line"; done
 grep "^result" "$out/ptx-probes.txt" 2>/dev/null | tr '\n' ';' | sed 's/;/; /g'
 echo
-grep -A200 "^problem " "$logs/bench-more.txt" 2>/dev/null || grep -A200 "^problem " "$logs/bench-llama3-8b.txt" 2>/dev/null ||
+grep -A200 "^problem " "$logs/bench-suites.txt" 2>/dev/null ||
   cat "$logs/bench-headline.txt" 2>/dev/null
-[ $failed = 0 ] && [ "$gpu_tests_rc" = 0 ] && [ "$cpu_tests_rc" = 0 ] && [ $bench_rc = 0 ]
+[ $failed = 0 ] && [ "$gpu_tests_rc" = 0 ] && [ "$cpu_tests_rc" = 0 ] && [ $bench_rc = 0 ] &&
+  { [ "$python_rc" = 0 ] || [ "$python_rc" = skipped ]; }
