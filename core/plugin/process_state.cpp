@@ -93,7 +93,10 @@ void ProcessState::restore() const {
     ::sigaction(static_cast<int>(sig), &action, nullptr);
   }
   if (umask_known) ::umask(umask);
-  if (!cwd.empty()) (void)::chdir(cwd.c_str());
+  // If the folder is gone, the process stays where the kernel left it: nothing better to do.
+  if (!cwd.empty()) {
+    [[maybe_unused]] const int restored = ::chdir(cwd.c_str());
+  }
 }
 
 }  // namespace arbiter
