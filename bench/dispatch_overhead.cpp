@@ -13,6 +13,7 @@
 //   direct_gemm  the same gemm through cpu.gemm_small's launch pointer
 //   api_shadow, api_gemm_shadow  api and api_gemm with shadow checks of one call in 1000
 //                (verify.shadow_one_in = 1000): what the sampled checks cost per call
+//   plan, plan_gemm  the api problems bound once by arb_plan_create, each call an arb_plan_run
 //
 // Instruction counts per call are then (Ir(calls2) - Ir(calls1)) / (calls2 - calls1): the
 // difference cancels start-up (context creation, plugin loading, warm-up), and api minus
@@ -81,12 +82,11 @@ std::string chosen_kernel(arb_context ctx, arb_op op, const void* args) {
   return std::string(line, n);
 }
 
-void run_api(const std::string& mode, long calls, Data& data) {
-  arb_context ctx = nullptr;
-  // The embedded default's settings, with the plugin of ARBITER_BENCH_TRUST_PATH trusted by
-  // its SHA-256 (ARBITER_BENCH_TRUST_SHA256) so that no verification runs: its cost varies
-  // with the gate's random seeds and would not cancel between the two call counts. The
-  // _shadow modes add shadow checks of one call in 1000.
+// The embedded default's settings, with the plugin of ARBITER_BENCH_TRUST_PATH trusted by
+// its SHA-256 (ARBITER_BENCH_TRUST_SHA256) so that no verification runs: its cost varies with
+// the gate's random seeds and would not cancel between the two call counts. The _shadow
+// modes add shadow checks of one call in 1000.
+arb_context make_context(const std::string& mode) {
   std::string toml = "log_level = \"warn\"\n";
   const char* trust_path = std::getenv("ARBITER_BENCH_TRUST_PATH");
   const char* trust_sha = std::getenv("ARBITER_BENCH_TRUST_SHA256");
@@ -95,7 +95,13 @@ void run_api(const std::string& mode, long calls, Data& data) {
   if (shadowed(mode)) toml += "[verify]\nshadow_one_in = 1000\n";
   arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
   options.config_toml = toml.c_str();
+  arb_context ctx = nullptr;
   check(arb_context_create(&options, &ctx), "arb_context_create");
+  return ctx;
+}
+
+void run_api(const std::string& mode, long calls, Data& data) {
+  arb_context ctx = make_context(mode);
   const DLDevice cpu{kDLCPU, 0};
   const DLDataType f32{kDLFloat, 32, 1};
   std::string kernel;
@@ -126,6 +132,46 @@ void run_api(const std::string& mode, long calls, Data& data) {
   }
   std::printf("mode=%s op=%s kernel=%s calls=%ld\n", mode.c_str(), is_gemm(mode) ? "gemm" : "softmax",
               kernel.c_str(), calls);
+  check(arb_context_destroy(ctx), "arb_context_destroy");
+}
+
+// The api mode's problem as a plan: created once, run `calls` times.
+void run_plan(const std::string& mode, long calls, Data& data) {
+  arb_context ctx = make_context(mode);
+  const DLDevice cpu{kDLCPU, 0};
+  const DLDataType f32{kDLFloat, 32, 1};
+  arb_plan plan = nullptr;
+  arb_plan_operands operands = ARB_PLAN_OPERANDS_INIT;
+  std::string kernel;
+  int64_t row[2] = {1, 8}, square[2] = {8, 8};
+  DLTensor x{data.x, cpu, 2, f32, row, nullptr, 0}, y{data.y, cpu, 2, f32, row, nullptr, 0};
+  DLTensor a{data.a, cpu, 2, f32, square, nullptr, 0}, b{data.b, cpu, 2, f32, square, nullptr, 0},
+      d{data.d, cpu, 2, f32, square, nullptr, 0};
+  if (!is_gemm(mode)) {
+    arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
+    args.x = &x;
+    args.y = &y;
+    check(arb_plan_create(ctx, ARB_OP_SOFTMAX, &args, &plan), "arb_plan_create");
+    kernel = chosen_kernel(ctx, ARB_OP_SOFTMAX, &args);
+    operands.tensors[0] = data.x;
+    operands.tensors[1] = data.y;
+  } else {
+    arb_gemm_args args = ARB_GEMM_ARGS_INIT;
+    args.a = &a;
+    args.b = &b;
+    args.d = &d;
+    check(arb_plan_create(ctx, ARB_OP_GEMM, &args, &plan), "arb_plan_create");
+    kernel = chosen_kernel(ctx, ARB_OP_GEMM, &args);
+    operands.tensors[0] = data.a;
+    operands.tensors[1] = data.b;
+    operands.tensors[4] = data.d;
+  }
+  check(arb_plan_run(plan, &operands, nullptr), "arb_plan_run (warm-up)");
+  for (long i = 0; i < calls; ++i)
+    if (arb_plan_run(plan, &operands, nullptr) != ARB_OK) check(ARB_ERR_INTERNAL, "arb_plan_run");
+  std::printf("mode=%s op=%s kernel=%s calls=%ld\n", mode.c_str(), is_gemm(mode) ? "gemm" : "softmax",
+              kernel.c_str(), calls);
+  check(arb_plan_destroy(plan), "arb_plan_destroy");
   check(arb_context_destroy(ctx), "arb_context_destroy");
 }
 
@@ -220,7 +266,7 @@ void run_direct(const std::string& mode, long calls, Data& data, const std::stri
 int main(int argc, char** argv) {
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr,
-                 "usage: arbiter_bench_dispatch <api|direct|api_gemm|direct_gemm|api_shadow|api_gemm_shadow> <calls> "
+                 "usage: arbiter_bench_dispatch <api|direct|api_gemm|direct_gemm|api_shadow|api_gemm_shadow|plan|plan_gemm> <calls> "
                  "[plugin-file]\n"
                  "  plugin-file (direct modes): default <bindir>/%s/arbiter_cpu.so\n",
                  ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR);
@@ -233,10 +279,12 @@ int main(int argc, char** argv) {
   Data data;
   if (mode == "api" || mode == "api_gemm" || mode == "api_shadow" || mode == "api_gemm_shadow") {
     run_api(mode, calls, data);
+  } else if (mode == "plan" || mode == "plan_gemm") {
+    run_plan(mode, calls, data);
   } else if (mode == "direct" || mode == "direct_gemm") {
     run_direct(mode, calls, data, argc == 4 ? argv[3] : default_plugin_file());
   } else {
-    die("unknown mode '" + mode + "' (api, direct, api_gemm, direct_gemm, api_shadow, api_gemm_shadow)");
+    die("unknown mode '" + mode + "' (api, direct, api_gemm, direct_gemm, api_shadow, api_gemm_shadow, plan, plan_gemm)");
   }
   return 0;
 }

@@ -5,15 +5,16 @@
 #
 #   bench/dispatch_overhead.sh <build-dir> [keep-dir]
 #
-# Runs build-dir/bin/arbiter_bench_dispatch under `valgrind --tool=callgrind` in six modes
-# (api / direct for softmax f32 1x8, api_gemm / direct_gemm for gemm f32 8x8x8, and the two
-# api modes again with shadow checks of one call in 1000: api_shadow, api_gemm_shadow), each at two
+# Runs build-dir/bin/arbiter_bench_dispatch under `valgrind --tool=callgrind` in eight modes
+# (api / direct for softmax f32 1x8, api_gemm / direct_gemm for gemm f32 8x8x8, the two api
+# modes again with shadow checks of one call in 1000: api_shadow, api_gemm_shadow, and the two
+# problems as plans: plan, plan_gemm), each at two
 # call counts, and reports per mode (Ir(high) - Ir(low)) / (high - low): the difference
 # cancels everything that happens once (start-up, context creation, plugin loading, the
 # warm-up call that fills the selection cache). api - direct is the dispatch overhead.
 # Call counts: LOW and HIGH in the environment (default 1000 and 11000).
 # With keep-dir, the callgrind files are kept there (callgrind_annotate reads them).
-# BREAKDOWN=1 adds, for the api modes, the instructions per call spent in each function's
+# BREAKDOWN=1 adds, for the api and plan modes, the instructions per call spent in each function's
 # own code (self cost, same difference method; inlined code is listed under the file it
 # comes from): where the dispatch overhead goes.
 set -euo pipefail
@@ -48,7 +49,7 @@ export ARBITER_BENCH_TRUST_SHA256
 
 declare -A ir kernel
 commands=()
-modes=(api direct api_gemm direct_gemm api_shadow api_gemm_shadow)
+modes=(api direct api_gemm direct_gemm api_shadow api_gemm_shadow plan plan_gemm)
 for mode in "${modes[@]}"; do
   for calls in "$low" "$high"; do
     file="$out/callgrind.$mode.$calls.out"
@@ -70,7 +71,8 @@ done
 per_call() { awk -v a="${ir[$1.$low]}" -v b="${ir[$1.$high]}" -v n=$((high - low)) 'BEGIN {printf "%.1f", (b - a) / n}'; }
 
 status=0
-for pair in "api direct" "api_gemm direct_gemm" "api_shadow direct" "api_gemm_shadow direct_gemm"; do
+for pair in "api direct" "api_gemm direct_gemm" "api_shadow direct" "api_gemm_shadow direct_gemm" "plan direct" \
+            "plan_gemm direct_gemm"; do
   read -r via_api via_pointer <<<"$pair"
   if [[ "${kernel[$via_api]}" != "${kernel[$via_pointer]}" ]]; then
     echo "$0: warning: $via_api ran ${kernel[$via_api]} but $via_pointer ran ${kernel[$via_pointer]};" \
@@ -94,6 +96,7 @@ for mode in "${modes[@]}"; do
   case $mode in
     api*_shadow) how="arb_${op}, verify.shadow_one_in = 1000" ;;
     api*) how="arb_${op} (libarbiter C ABI)" ;;
+    plan*) how="arb_plan_run (a plan made once)" ;;
     *) how="arb_kernel.launch pointer" ;;
   esac
   echo "| $op | $problem | ${kernel[$mode]} | $how | ${ir[$mode.$low]} | ${ir[$mode.$high]} | $(per_call "$mode") |"
@@ -102,7 +105,7 @@ echo
 echo "| op | api Ir/call | direct Ir/call | dispatch overhead Ir/call |"
 echo "| --- | ---: | ---: | ---: |"
 for pair in "softmax api direct" "gemm api_gemm direct_gemm" "softmax,shadow-1000 api_shadow direct" \
-            "gemm,shadow-1000 api_gemm_shadow direct_gemm"; do
+            "gemm,shadow-1000 api_gemm_shadow direct_gemm" "softmax,plan plan direct" "gemm,plan plan_gemm direct_gemm"; do
   read -r op via_api via_pointer <<<"$pair"
   a=$(per_call "$via_api")
   d=$(per_call "$via_pointer")
@@ -126,7 +129,7 @@ if [[ "${BREAKDOWN:-0}" == 1 ]]; then
     callgrind_annotate --auto=no --inclusive=no --threshold=100 "$1" 2>/dev/null |
       awk '/^ *[0-9,]+ +\(/ {c = $1; gsub(",", "", c); sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, ""); sub(/ \[.*\]$/, ""); print c "\t" $0}'
   }
-  for mode in api api_gemm; do
+  for mode in api api_gemm plan plan_gemm; do
     echo
     echo "Breakdown, $mode: self instructions per call, functions with 5 or more"
     echo

@@ -50,7 +50,11 @@ class Context {
   // with shadow checks on) is launched from this same place: its inputs are copied before and
   // its results judged after, never around the launch. Throws Failure.
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
-    const Selection& selection = dispatcher_.select(problem);
+    run_selection(dispatcher_.select(problem), problem, operands, stream);
+  }
+  // The same with the selection already made (a plan's).
+  void run_selection(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
+                     void* stream) {
     std::unique_ptr<ShadowCapture> check;  // a pointer: nothing to build on the unchecked path
     if (check_due(selection)) [[unlikely]]
       check = shadow_.capture(*selection.kernel, problem, operands, stream);

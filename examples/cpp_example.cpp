@@ -2,7 +2,8 @@
 //
 // Lists the plugins the context found, then runs Y = rmsnorm(relu(A * B + bias)) * w and
 // P = softmax(Y) on the CPU, checks all three results against a naive computation done
-// here, and prints why the GEMM went to the kernel it went to. Errors are arbiter::Error
+// here, and prints why the GEMM went to the kernel it went to. Then the GEMM as a plan (bound
+// once, run on new data, as a decode loop calls its shapes), checked against the call. Errors are arbiter::Error
 // exceptions (status plus message); any failure or mismatch exits non-zero.
 #include <arbiter/arbiter.hpp>
 
@@ -101,7 +102,17 @@ int run() {
   std::printf("check: %s\n", bad == 0 ? "D, Y and P match the naive computation" : "MISMATCH");
 
   std::printf("\n%s", ctx.explain("gemm f32 m=4 n=8 k=16 bias=1 act=relu").c_str());
-  return bad == 0 ? 0 : 1;
+
+  // A plan: the arguments checked and the kernel chosen once; each run takes new addresses
+  // (a, b, c, bias, d) of data shaped as the plan's.
+  arbiter::Plan plan = ctx.plan_gemm(A, B, D, 1.0f, ARB_ACT_RELU, &Bias);
+  std::vector<float> a2(a.size()), d2(d.size()), d3(d.size());
+  for (size_t i = 0; i < a2.size(); ++i) a2[i] = input(i, 11);
+  plan.run({a2.data(), b.data(), nullptr, bias.data(), d2.data()});
+  ctx.gemm(arbiter::View::matrix(a2.data(), m, k), B, arbiter::View::matrix(d3.data(), m, n), 1.0f, ARB_ACT_RELU, &Bias);
+  const bool same = d2 == d3;
+  std::printf("\nplan: %s\n", same ? "its run on new data matches the call" : "MISMATCH with the call");
+  return bad == 0 && same ? 0 : 1;
 }
 
 }  // namespace

@@ -92,6 +92,11 @@ static_assert(offsetof(arb_tune_options, table_path) == 32);
 static_assert(offsetof(arb_tune_options, progress) == 40);
 static_assert(offsetof(arb_tune_options, progress_user_data) == 48);
 static_assert(sizeof(arb_tune_options) == 56);
+// arb_plan_operands (since 1.3)
+static_assert(offsetof(arb_plan_operands, struct_size) == 0);
+static_assert(offsetof(arb_plan_operands, tensors) == 8);
+static_assert(sizeof(arb_plan_operands) == 48);
+static_assert(ARB_PLAN_MAX_TENSORS == 5);
 // arb_problem
 static_assert(offsetof(arb_problem, struct_size) == 0);
 static_assert(offsetof(arb_problem, op) == 8);
@@ -189,6 +194,7 @@ static_assert(ARB_PLUGIN_INFO_STRUCT_SIZE == 88);  // runtime_version: optional,
 static_assert(ARB_KERNEL_INFO_STRUCT_SIZE == 40);
 static_assert(ARB_VERIFY_OPTIONS_STRUCT_SIZE == 32);  // added in 1.2: the size of its first version
 static_assert(ARB_TUNE_OPTIONS_STRUCT_SIZE == 56);    // added in 1.2: the size of its first version
+static_assert(ARB_PLAN_OPERANDS_STRUCT_SIZE == 48);   // added in 1.3: the size of its first version
 static_assert(ARB_PROBLEM_STRUCT_SIZE == 168);
 static_assert(ARB_OPERANDS_STRUCT_SIZE == 96);
 static_assert(ARB_KERNEL_STRUCT_SIZE == 72);
@@ -241,7 +247,7 @@ static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 =
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);
-  CHECK(ARB_ABI_VERSION_MINOR == 2);  // 1.2: arb_verify, arb_tune, arb_report_*
+  CHECK(ARB_ABI_VERSION_MINOR == 3);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*
   CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
   CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));
 }

@@ -11,29 +11,10 @@
 #include <string>
 #include <vector>
 
+using arbiter::test::PublicContext;
 using arbiter::test::Tensor;
 
 namespace {
-
-// A context over the shipped plugins, created through the public API.
-struct PublicContext {
-  PublicContext() {
-    const std::string toml = arbiter::test::config_loading(arbiter::test::shipped_plugins());
-    arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
-    options.config_toml = toml.c_str();
-    REQUIRE(arb_context_create(&options, &ctx) == ARB_OK);
-  }
-  ~PublicContext() { arb_context_destroy(ctx); }
-  arb_context ctx = nullptr;
-};
-
-bool says(const char* needle) { return std::string(arb_last_error()).find(needle) != std::string::npos; }
-
-#define CHECK_STATUS(call, status, needle)                  \
-  do {                                                      \
-    CHECK((call) == (status));                              \
-    CHECK_MESSAGE(says(needle), "last error: ", arb_last_error()); \
-  } while (0)
 
 // Operands of a valid 4x6x5 f32 gemm with bias, and of rmsnorm/softmax on 3x5.
 struct Operands {

@@ -23,7 +23,8 @@ _Static_assert(ARB_PLUGIN_INFO_STRUCT_SIZE == 88, "arb_plugin_info 1.0");
 _Static_assert(ARB_KERNEL_INFO_STRUCT_SIZE == 40, "arb_kernel_info 1.0");
 _Static_assert(ARB_VERIFY_OPTIONS_STRUCT_SIZE == 32, "arb_verify_options 1.2");
 _Static_assert(ARB_TUNE_OPTIONS_STRUCT_SIZE == 56, "arb_tune_options 1.2");
-_Static_assert(ARB_ABI_VERSION_MINOR == 2, "application ABI 1.2");
+_Static_assert(ARB_ABI_VERSION_MINOR == 3, "application ABI 1.3");
+_Static_assert(ARB_PLAN_OPERANDS_STRUCT_SIZE == 48, "arb_plan_operands 1.3");
 _Static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 == 0x2u, "kernel flags");
 
 static int check_name(const char* what, int32_t value, const char* got, const char* expected) {
@@ -313,6 +314,37 @@ static int check_reports(arb_context ctx) {
   return failed;
 }
 
+/* since 1.3: a softmax plan, run on new data, and a NULL address refused. */
+static int check_plan(arb_context ctx) {
+  float x[8] = {0, 0, 0, 0, 1, 1, 1, 1}, y[8] = {0}, x2[8] = {2, 2, 2, 2, 0, 0, 0, 0}, y2[8] = {0};
+  int64_t shape[2] = {2, 4};
+  DLTensor tx = {x, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+  DLTensor ty = {y, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, NULL, 0};
+  arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
+  args.x = &tx;
+  args.y = &ty;
+  arb_plan plan = NULL;
+  if (arb_plan_create(ctx, ARB_OP_SOFTMAX, &args, &plan) != ARB_OK) {
+    fprintf(stderr, "arb_plan_create: %s\n", arb_last_error());
+    return 1;
+  }
+  arb_plan_operands operands = ARB_PLAN_OPERANDS_INIT;
+  operands.tensors[0] = x2;
+  operands.tensors[1] = y2;
+  int failed = arb_plan_run(plan, &operands, NULL) != ARB_OK;
+  for (int i = 0; i < 8; ++i) failed |= fabsf(y2[i] - 0.25f) > 1e-6f || y[i] != 0.0f;
+  operands.tensors[1] = NULL;
+  failed |= expect_error("arb_plan_run with a NULL output", arb_plan_run(plan, &operands, NULL), ARB_ERR_INVALID_ARGUMENT, NULL);
+  size_t length = 0;
+  failed |= arb_plan_explain(plan, NULL, 0, &length) != ARB_ERR_BUFFER_TOO_SMALL;
+  char* text = malloc(length);
+  failed |= text == NULL || arb_plan_explain(plan, text, length, NULL) != ARB_OK || contains(text, "plan: runs ", "arb_plan_explain");
+  free(text);
+  arb_plan_destroy(plan);
+  if (failed) fprintf(stderr, "plan: %s\n", arb_last_error());
+  return failed;
+}
+
 int main(void) {
   if ((arb_abi_version() >> 16) != ARB_ABI_VERSION_MAJOR) {
     fprintf(stderr, "ABI major mismatch\n");
@@ -346,6 +378,7 @@ int main(void) {
   if (short_accepted) fprintf(stderr, "a struct shorter than its STRUCT_SIZE was accepted\n");
   failed |= short_accepted;
   failed |= check_reports(ctx);
+  failed |= check_plan(ctx);
   arb_context_destroy(ctx);
   failed |= names_failed;
   printf("c abi: %s\n", failed ? "FAIL" : "ok");

@@ -76,6 +76,29 @@ inline const PluginRecord* plugin_at_path(const Context& context, const std::str
   return nullptr;
 }
 
+// A context over the shipped plugins (and `extra` config), created through the public API.
+struct PublicContext {
+  explicit PublicContext(const std::string& extra = "") {
+    const std::string toml = config_loading(shipped_plugins(), extra);
+    arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
+    options.config_toml = toml.c_str();
+    REQUIRE(arb_context_create(&options, &ctx) == ARB_OK);
+  }
+  ~PublicContext() { arb_context_destroy(ctx); }
+  PublicContext(const PublicContext&) = delete;
+  arb_context ctx = nullptr;
+};
+
+// Does this thread's last error contain `needle`?
+inline bool last_error_says(const char* needle) { return std::string(arb_last_error()).find(needle) != std::string::npos; }
+
+// A C API call returns `status`, and its message contains `needle`.
+#define CHECK_STATUS(call, status, needle)                                              \
+  do {                                                                                  \
+    CHECK((call) == (status));                                                          \
+    CHECK_MESSAGE(arbiter::test::last_error_says(needle), "last error: ", arb_last_error()); \
+  } while (0)
+
 // A 1-D or 2-D DLTensor over caller-owned storage for the public-API tests.
 struct Tensor {
   Tensor(void* data, std::vector<int64_t> shape, DLDataType dtype = {kDLFloat, 32, 1},

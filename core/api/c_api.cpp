@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "arbiter_base/abi_names.hpp"
 #include "context.hpp"
+#include "plan.hpp"
 #include "problem/op_table.hpp"
 #include "problem/ops/ops.hpp"
 #include "problem/problem_text.hpp"
@@ -28,6 +29,11 @@ struct arb_context_s {
 
 struct arb_report_s {
   std::string json;
+};
+
+struct arb_plan_s {
+  arb_plan_s(arbiter::Context& context, const arbiter::Op& op, const void* args) : impl(context, op, args) {}
+  arbiter::Plan impl;
 };
 
 namespace {
@@ -298,6 +304,40 @@ ARB_API arb_status arb_tune(arb_context context, const arb_tune_options* options
     out->json = arbiter::tuning_json(arbiter::tune_problems(ctx, problems, request));
     *report = out.release();
   });
+}
+
+ARB_API arb_status arb_plan_create(arb_context context, int32_t op, const void* args, arb_plan* plan) {
+  return guarded([&] {
+    if (plan == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_create: plan (the output) is NULL");
+    *plan = nullptr;
+    arbiter::Context& ctx = context_of(context);
+    const arbiter::Op* found = arbiter::find_op(op);
+    if (found == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_create: unknown op " + std::to_string(op));
+    *plan = new arb_plan_s(ctx, *found, args);
+  });
+}
+
+ARB_API arb_status arb_plan_run(arb_plan plan, const arb_plan_operands* operands, void* stream) {
+  return guarded([&] {
+    if (plan == nullptr) [[unlikely]]
+      fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: plan is NULL");
+    if (operands == nullptr) [[unlikely]]
+      fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: operands is NULL");
+    if (stream != nullptr && plan->impl.problem().device_type == kDLCPU) [[unlikely]]
+      fail(ARB_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors (a CUDA stream goes with CUDA tensors)");
+    plan->impl.run(*operands, stream);
+  });
+}
+
+ARB_API arb_status arb_plan_explain(arb_plan plan, char* buffer, size_t capacity, size_t* length) {
+  return guarded([&] {
+    if (plan == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_explain: plan is NULL");
+    write_report(plan->impl.explain(), buffer, capacity, length);
+  });
+}
+
+ARB_API arb_status arb_plan_destroy(arb_plan plan) {
+  return guarded([&] { delete plan; });
 }
 
 }  // extern "C"

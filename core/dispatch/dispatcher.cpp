@@ -246,6 +246,7 @@ const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t
 void Dispatcher::forget_choices() {
   std::lock_guard<std::mutex> lock(miss_mutex_);
   cache_.clear();
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // after the clear: a new generation never finds an old choice
 }
 
 std::string Dispatcher::explain(const arb_problem& problem) {

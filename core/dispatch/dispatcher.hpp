@@ -86,6 +86,9 @@ class Dispatcher {
   // a quarantine, which the gate's answers then reflect). A call already past select() still
   // runs the kernel it got.
   void forget_choices();
+  // Counts forget_choices(): a holder of a Selection (a plan) selects again when it moved.
+  // Selections themselves live as long as the dispatcher.
+  uint64_t generation() const noexcept { return generation_.load(std::memory_order_acquire); }
 
  private:
   const Selection& select_on_miss(const arb_problem& problem, uint64_t hash);
@@ -106,6 +109,7 @@ class Dispatcher {
   SelectionCache<Selection> cache_;
   std::mutex miss_mutex_;             // serialises misses (cache writers, tuning)
   std::deque<Selection> selections_;  // stable addresses for the cache
+  std::atomic<uint64_t> generation_{0};
 };
 
 // Does an override rule apply to the problem?

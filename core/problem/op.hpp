@@ -8,8 +8,11 @@
 #include "problem/input_draw.hpp"
 #include "problem/problem_text.hpp"
 
+#include <arbiter/arbiter.h>
 #include <arbiter/plugin.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +24,18 @@ struct Call {
   arb_problem problem;
   arb_operands operands;
 };
+
+// One tensor of a plan's runs (arb_plan_operands.tensors[i]), in the order of the op's args
+// struct. name is null past the op's last tensor; tensor is null when the problem does not
+// use it (no bias, beta = 0, no residual).
+struct PlanSlot {
+  const char* name = nullptr;
+  const DLTensor* tensor = nullptr;  // as given at the plan's creation
+  size_t offset = 0;                 // of its address in arb_operands
+  bool output = false;               // written by the op
+  int same_as = -1;                  // the slot whose memory it must be (gemm in place: c is d), or -1
+};
+using PlanSlots = std::array<PlanSlot, ARB_PLAN_MAX_TENSORS>;
 
 // One size of a problem (m, rows...). Override ranges, the nearest-shape distance and the
 // verification shapes range over an op's sizes, in this order.
@@ -118,6 +133,8 @@ class Op {
   // The C API: `args` points to the op's args struct (arbiter.h). Throws Failure naming the
   // argument at fault.
   virtual void build_call(const void* args, Call& call) const = 0;
+  // A plan's tensors, from the same args once build_call has accepted them (plan.hpp).
+  virtual void plan_slots(const void* args, const arb_problem& problem, PlanSlots& slots) const = 0;
 };
 
 }  // namespace arbiter

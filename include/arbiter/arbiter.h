@@ -31,7 +31,7 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 2
+#define ARB_ABI_VERSION_MINOR 3
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
@@ -265,6 +265,50 @@ typedef struct arb_tune_options {
  * cannot be read: ARB_ERR_CONFIG (a bad problem in it: ARB_ERR_INVALID_ARGUMENT); a table that
  * cannot be read or written, or table_path NULL and the context's table unusable: ARB_ERR_TABLE. */
 ARB_API arb_status arb_tune(arb_context context, const arb_tune_options* options, arb_report* report);
+
+/* ---- plans (since 1.3) ----------------------------------------------------------------
+ * A problem bound once and run many times, as a decode loop calls the same shapes: the
+ * arguments are checked, the kernel chosen (verified, as dispatch chooses) and its workspace
+ * sized at arb_plan_create; arb_plan_run takes new data addresses and checks only what can
+ * change: that each is present, aligned for its dtype, does not wrap, and that outputs still
+ * share no memory with inputs. Addresses less aligned than the plan's (its alignment class,
+ * the largest power of two up to 256 dividing its addresses and row strides) are dispatched
+ * for their own class, as a call would be. Shapes, strides, dtypes, flags and the
+ * scalars (alpha, beta, eps) are the plan's. A plan is used by any number of threads at once
+ * and launches only, so its runs can be captured into a CUDA graph. Its kernel is chosen
+ * again, at the next run, when the context forgets its choices (a kernel quarantined by a
+ * shadow check). A plan must be destroyed before its context. */
+
+/* since 1.3 */
+typedef struct arb_plan_s* arb_plan;
+
+/* since 1.3: the most data addresses a run takes (gemm's five) */
+#define ARB_PLAN_MAX_TENSORS 5
+
+/* since 1.3: the data of one run. tensors[] holds each tensor's address (DLTensor data +
+ * byte_offset) in the order of the op's args struct: gemm a, b, c, bias, d; rmsnorm x,
+ * residual, weight, y; softmax x, y. A tensor the plan does not use (no bias, beta = 0, no
+ * residual, the slots past the op's last) is NULL. A gemm planned in place (c the same memory
+ * as d) takes c == d. (The whole struct; ARB_PLAN_OPERANDS_STRUCT_SIZE is this first version.) */
+typedef struct arb_plan_operands {
+  size_t struct_size;
+  void* tensors[ARB_PLAN_MAX_TENSORS];
+} arb_plan_operands;
+#define ARB_PLAN_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_plan_operands, tensors)
+#define ARB_PLAN_OPERANDS_INIT {sizeof(arb_plan_operands), {NULL, NULL, NULL, NULL, NULL}}
+
+/* since 1.3: op is an arb_op and args that op's args struct, checked as arb_gemm (...) checks
+ * them; their tensors' addresses give the plan's alignment class. Fails as the op's call would
+ * (ARB_ERR_UNSUPPORTED when no kernel can run it). On failure *plan is NULL. */
+ARB_API arb_status arb_plan_create(arb_context context, int32_t op, const void* args, arb_plan* plan);
+/* since 1.3: runs the plan on `operands` (see arb_plan_operands) on `stream` (NULL for CPU
+ * tensors). A bad address is ARB_ERR_INVALID_ARGUMENT before any memory is touched. */
+ARB_API arb_status arb_plan_run(arb_plan plan, const arb_plan_operands* operands, void* stream);
+/* since 1.3: what the plan runs and why (arb_explain's report, headed by the kernel the plan
+ * runs now); buffer, capacity and length as arb_explain has them. */
+ARB_API arb_status arb_plan_explain(arb_plan plan, char* buffer, size_t capacity, size_t* length);
+/* since 1.3: frees the plan. NULL is accepted and ignored. */
+ARB_API arb_status arb_plan_destroy(arb_plan plan);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -6,11 +6,14 @@
 //   std::vector<float> a(m * k), b(k * n), d(m * n);
 //   auto A = arbiter::View::matrix(a.data(), m, k), B = ..., D = ...;
 //   ctx.gemm(A, B, D);                                      // D = A * B
+//   arbiter::Plan plan = ctx.plan_gemm(A, B, D);            // bound once (ABI 1.3)...
+//   plan.run({a2.data(), b2.data(), nullptr, nullptr, d2.data()});  // ...run on new data
 #pragma once
 
 #include <arbiter/arbiter.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -84,6 +87,57 @@ class View {
   int64_t strides_[2] = {0, 0};
 };
 
+namespace detail {
+// A report of the C ABI's explain calls: asks its length, then writes it.
+template <typename Write>
+std::string report(Write&& write) {
+  size_t length = 0;
+  arb_status status = write(nullptr, 0, &length);
+  if (status != ARB_ERR_BUFFER_TOO_SMALL) check(status);
+  std::string text(length, '\0');
+  check(write(text.data(), text.size(), &length));
+  text.resize(length > 0 ? length - 1 : 0);
+  return text;
+}
+}  // namespace detail
+
+// A problem bound once (arb_plan_create): run() takes the tensors' new addresses in the order
+// of the op's args struct (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x,
+// y; nullptr for one the plan does not use). Move-only; destroy it before its Context.
+class Plan {
+ public:
+  Plan(arb_context context, arb_op op, const void* args) { check(arb_plan_create(context, op, args, &plan_)); }
+  Plan(Plan&& other) noexcept : plan_(std::exchange(other.plan_, nullptr)) {}
+  Plan& operator=(Plan&& other) noexcept {
+    std::swap(plan_, other.plan_);
+    return *this;
+  }
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() { arb_plan_destroy(plan_); }
+
+  arb_plan get() const { return plan_; }
+
+  void run(const arb_plan_operands& operands, void* stream = nullptr) { check(arb_plan_run(plan_, &operands, stream)); }
+  void run(std::initializer_list<void*> tensors, void* stream = nullptr) {
+    if (tensors.size() > ARB_PLAN_MAX_TENSORS) throw Error(ARB_ERR_INVALID_ARGUMENT, "more tensors than a plan takes");
+    arb_plan_operands operands = ARB_PLAN_OPERANDS_INIT;
+    size_t i = 0;
+    for (void* t : tensors) operands.tensors[i++] = t;
+    run(operands, stream);
+  }
+
+  // What the plan runs and why.
+  std::string explain() const {
+    return detail::report([&](char* buffer, size_t capacity, size_t* length) {
+      return arb_plan_explain(plan_, buffer, capacity, length);
+    });
+  }
+
+ private:
+  arb_plan plan_ = nullptr;
+};
+
 struct PluginInfo {
   std::string name, version, build_id, path, description, status, reason;
   int32_t provenance = 0, priority = 0;
@@ -145,15 +199,27 @@ class Context {
     check(arb_softmax(context_, &args, stream));
   }
 
+  // Plans (ABI 1.3): the op's arguments bound once; see Plan.
+  Plan plan(const arb_gemm_args& args) const { return Plan(context_, ARB_OP_GEMM, &args); }
+  Plan plan(const arb_rmsnorm_args& args) const { return Plan(context_, ARB_OP_RMSNORM, &args); }
+  Plan plan(const arb_softmax_args& args) const { return Plan(context_, ARB_OP_SOFTMAX, &args); }
+  Plan plan_gemm(const View& a, const View& b, const View& d, float alpha = 1.0f,
+                 arb_activation activation = ARB_ACT_NONE, const View* bias = nullptr) const {
+    arb_gemm_args args = ARB_GEMM_ARGS_INIT;
+    args.a = a;
+    args.b = b;
+    args.d = d;
+    args.alpha = alpha;
+    args.activation = activation;
+    args.bias = bias ? bias->get() : nullptr;
+    return plan(args);
+  }
+
   // Why a kernel is chosen for a problem in the problem syntax.
   std::string explain(const std::string& problem) const {
-    size_t length = 0;
-    arb_status status = arb_explain_problem(context_, problem.c_str(), nullptr, 0, &length);
-    if (status != ARB_ERR_BUFFER_TOO_SMALL) check(status);
-    std::string text(length, '\0');
-    check(arb_explain_problem(context_, problem.c_str(), text.data(), text.size(), &length));
-    text.resize(length > 0 ? length - 1 : 0);
-    return text;
+    return detail::report([&](char* buffer, size_t capacity, size_t* length) {
+      return arb_explain_problem(context_, problem.c_str(), buffer, capacity, length);
+    });
   }
 
   std::vector<PluginInfo> plugins() const {

@@ -237,6 +237,15 @@ class Gemm final : public Op {
     p.alignment = call_alignment(call);
     validate_problem(*this, p);
   }
+
+  void plan_slots(const void* raw_args, const arb_problem& p, PlanSlots& slots) const override {
+    const auto* args = static_cast<const arb_gemm_args*>(raw_args);
+    slots[0] = {"a", args->a, offsetof(arb_operands, a)};
+    slots[1] = {"b", args->b, offsetof(arb_operands, b)};
+    slots[2] = {"c", p.has_c ? args->c : nullptr, offsetof(arb_operands, c), false, p.c_is_d ? 4 : -1};
+    slots[3] = {"bias", p.has_bias ? args->bias : nullptr, offsetof(arb_operands, bias)};
+    slots[4] = {"d", args->d, offsetof(arb_operands, d), true};
+  }
 };
 
 }  // namespace

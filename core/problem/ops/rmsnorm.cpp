@@ -103,6 +103,14 @@ class RmsNorm final : public RowOp {
     p.alignment = call_alignment(call);
     validate_problem(*this, p);
   }
+
+  void plan_slots(const void* raw_args, const arb_problem& p, PlanSlots& slots) const override {
+    const auto* args = static_cast<const arb_rmsnorm_args*>(raw_args);
+    slots[0] = {"x", args->x, offsetof(arb_operands, x), p.has_residual != 0};  // x += residual: written
+    slots[1] = {"residual", p.has_residual ? args->residual : nullptr, offsetof(arb_operands, residual)};
+    slots[2] = {"weight", args->weight, offsetof(arb_operands, weight)};
+    slots[3] = {"y", args->y, offsetof(arb_operands, y), true};
+  }
 };
 
 }  // namespace

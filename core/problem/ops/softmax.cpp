@@ -56,6 +56,12 @@ class Softmax final : public RowOp {
     p.alignment = call_alignment(call);
     validate_problem(*this, p);
   }
+
+  void plan_slots(const void* raw_args, const arb_problem&, PlanSlots& slots) const override {
+    const auto* args = static_cast<const arb_softmax_args*>(raw_args);
+    slots[0] = {"x", args->x, offsetof(arb_operands, x)};
+    slots[1] = {"y", args->y, offsetof(arb_operands, y), true};
+  }
 };
 
 }  // namespace

@@ -1,0 +1,115 @@
+#include "plan.hpp"
+
+#include "common/failure.hpp"
+#include "problem/op_table.hpp"
+#include "problem/problem.hpp"
+
+#include <fmt/format.h>
+
+namespace arbiter {
+namespace {
+
+// The bytes a tensor spans from its first element to just past its last (its strides are
+// positive: build_call accepted it).
+uint64_t span_of(const DLTensor& t) {
+  int64_t elements = 1, compact = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    const int64_t stride = t.strides != nullptr ? t.strides[i] : compact;
+    int64_t step = 0;
+    if (__builtin_mul_overflow(t.shape[i] - 1, stride, &step) || __builtin_add_overflow(elements, step, &elements) ||
+        __builtin_mul_overflow(compact, t.shape[i], &compact))
+      fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_create: a tensor spans more memory than an address can reach");
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(elements, static_cast<int64_t>((t.dtype.bits * t.dtype.lanes + 7) / 8), &bytes))
+    fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_create: a tensor spans more memory than an address can reach");
+  return static_cast<uint64_t>(bytes);
+}
+
+}  // namespace
+
+Plan::Plan(Context& context, const Op& op, const void* args) : context_(context) {
+  Call call;
+  op.build_call(args, call);
+  problem_ = call.problem;
+  operands_ = call.operands;
+  PlanSlots slots;
+  op.plan_slots(args, problem_, slots);
+  element_misalignment_ = static_cast<uint64_t>(dtype_size(problem_.dtype)) - 1;
+  bool* used = used_;
+  for (int i = 0; i < ARB_PLAN_MAX_TENSORS; ++i) {
+    names_[i] = slots[i].name;
+    used[i] = slots[i].tensor != nullptr;
+    offsets_[i] = slots[i].offset;
+    bytes_[i] = used[i] ? span_of(*slots[i].tensor) : 0;
+  }
+  // Every output against every other tensor it must not overlap (or must be).
+  for (int out = 0; out < ARB_PLAN_MAX_TENSORS; ++out) {
+    if (!used[out] || !slots[out].output) continue;
+    for (int other = 0; other < ARB_PLAN_MAX_TENSORS; ++other) {
+      if (other == out || !used[other] || (slots[other].output && other < out)) continue;  // each pair once
+      const bool same = slots[other].same_as == out || slots[out].same_as == other;
+      pairs_[pair_count_++] = {static_cast<int8_t>(out), static_cast<int8_t>(other), same};
+    }
+  }
+  const uint64_t generation = context_.dispatcher().generation();  // before: a later forget is seen
+  selection_.store(&context_.dispatcher().select(problem_), std::memory_order_release);
+  generation_.store(generation, std::memory_order_release);
+}
+
+const Selection& Plan::select_again(uint64_t generation) {
+  const Selection& selection = context_.dispatcher().select(problem_);
+  selection_.store(&selection, std::memory_order_release);  // before the generation: who sees it sees this
+  generation_.store(generation, std::memory_order_release);
+  return selection;
+}
+
+void Plan::run_less_aligned(const arb_plan_operands& data, const arb_operands& operands, void* stream) {
+  uint64_t addresses = 0;
+  for (int i = 0; i < ARB_PLAN_MAX_TENSORS; ++i) addresses |= reinterpret_cast<uint64_t>(data.tensors[i]);
+  arb_problem problem = problem_;
+  problem.alignment = alignment_class({addresses, static_cast<uint64_t>(stride_alignment(problem_))});
+  context_.run(problem, operands, stream);
+}
+
+void Plan::refuse(const arb_plan_operands& data) const {
+  auto name = [&](int i) { return fmt::format("tensors[{}] ({})", i, names_[i] ? names_[i] : "past the op's last"); };
+  if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE)
+    fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: operands->struct_size is below the minimum (set it to sizeof)");
+  for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot) {
+    const auto address = reinterpret_cast<uint64_t>(data.tensors[slot]);
+    if (!used_[slot]) {
+      if (address != 0)
+        fail(ARB_ERR_INVALID_ARGUMENT, fmt::format("arb_plan_run: {} must be NULL: the plan does not use it", name(slot)));
+      continue;
+    }
+    if (address == 0) fail(ARB_ERR_INVALID_ARGUMENT, fmt::format("arb_plan_run: {} is NULL", name(slot)));
+    if ((address & element_misalignment_) != 0)
+      fail(ARB_ERR_INVALID_ARGUMENT, fmt::format("arb_plan_run: {} is not aligned for its dtype (address % {} = {})",
+                                                 name(slot), element_misalignment_ + 1, address & element_misalignment_));
+    if (address > UINTPTR_MAX - bytes_[slot])
+      fail(ARB_ERR_INVALID_ARGUMENT, fmt::format("arb_plan_run: {} spans past the end of the address space", name(slot)));
+  }
+  for (int k = 0; k < pair_count_; ++k) {
+    const Pair& pair = pairs_[k];
+    const auto out = reinterpret_cast<uint64_t>(data.tensors[pair.output]);
+    const auto in = reinterpret_cast<uint64_t>(data.tensors[pair.input]);
+    if (pair.same && out != in)
+      fail(ARB_ERR_INVALID_ARGUMENT, fmt::format("arb_plan_run: {} must be the same address as {} (the plan was made "
+                                                 "in place)", name(pair.input), name(pair.output)));
+    if (!pair.same && out < in + bytes_[pair.input] && in < out + bytes_[pair.output])
+      fail(ARB_ERR_INVALID_ARGUMENT, fmt::format("arb_plan_run: {} overlaps {} in memory: an output must not share "
+                                                 "memory with an input", name(pair.output), name(pair.input)));
+  }
+  fail(ARB_ERR_INTERNAL, "arb_plan_run: the operands were refused, but no check fails again");
+}
+
+std::string Plan::explain() {
+  const Selection& now = selection();
+  return fmt::format("plan: runs {} (workspace {} bytes) for addresses aligned to {} bytes; less aligned ones are "
+                     "dispatched for their own alignment\n",
+                     now.kernel->name, now.workspace_bytes, problem_.alignment) +
+         context_.dispatcher().explain(problem_);
+}
+
+}  // namespace arbiter

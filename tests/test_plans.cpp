@@ -1,0 +1,302 @@
+// Plans (arb_plan_create / arb_plan_run, core/plan.hpp): a run computes what the op's call
+// computes on the same data, takes new addresses, refuses bad ones before touching memory,
+// runs from many threads, and follows dispatch when a kernel is quarantined.
+#include "test_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+using arbiter::test::PublicContext;
+using arbiter::test::Tensor;
+
+namespace {
+
+// Storage aligned to 64 bytes, so that every run's fresh buffers are aligned at least as the
+// plan's first ones were (the plan's alignment class comes from its addresses).
+template <typename T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <typename U>
+  Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  friend bool operator==(const Aligned64&, const Aligned64&) { return true; }
+};
+using Floats = std::vector<float, Aligned64<float>>;
+
+Floats random_floats(size_t n, uint32_t seed) {
+  Floats v(n);
+  for (size_t i = 0; i < n; ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    v[i] = static_cast<float>(seed >> 8) / 16777216.0f - 0.5f;
+  }
+  return v;
+}
+
+// The buffers of one gemm m x n x k with bias (row-major, 64-byte aligned storage).
+struct GemmData {
+  static constexpr int64_t m = 12, n = 16, k = 8;
+  explicit GemmData(uint32_t seed)
+      : a(random_floats(m * k, seed)), b(random_floats(k * n, seed + 1)), bias(random_floats(n, seed + 2)),
+        d(m * n, NAN) {}
+  Floats a, b, bias, d;
+};
+
+struct GemmArgs {
+  explicit GemmArgs(GemmData& data)
+      : a(data.a.data(), {GemmData::m, GemmData::k}), b(data.b.data(), {GemmData::k, GemmData::n}),
+        bias(data.bias.data(), {GemmData::n}), d(data.d.data(), {GemmData::m, GemmData::n}) {
+    args.a = &a.t;
+    args.b = &b.t;
+    args.bias = &bias.t;
+    args.d = &d.t;
+    args.activation = ARB_ACT_RELU;
+    args.alpha = 0.5f;
+  }
+  Tensor a, b, bias, d;
+  arb_gemm_args args = ARB_GEMM_ARGS_INIT;
+};
+
+arb_plan_operands gemm_operands(GemmData& data) {
+  arb_plan_operands o = ARB_PLAN_OPERANDS_INIT;
+  o.tensors[0] = data.a.data();
+  o.tensors[1] = data.b.data();
+  o.tensors[3] = data.bias.data();
+  o.tensors[4] = data.d.data();
+  return o;
+}
+
+struct Plan {
+  Plan(arb_context ctx, int32_t op, const void* args) { REQUIRE_MESSAGE(arb_plan_create(ctx, op, args, &plan) == ARB_OK, arb_last_error()); }
+  ~Plan() { arb_plan_destroy(plan); }
+  std::string explain() const {
+    size_t length = 0;
+    arb_plan_explain(plan, nullptr, 0, &length);
+    std::string text(length, '\0');
+    REQUIRE(arb_plan_explain(plan, text.data(), text.size(), &length) == ARB_OK);
+    text.resize(length - 1);
+    return text;
+  }
+  arb_plan plan = nullptr;
+};
+
+}  // namespace
+
+TEST_CASE("plans: a gemm plan computes what arb_gemm computes, on the data of each run") {
+  PublicContext context;
+  GemmData first(1), again(1);
+  GemmArgs args(first);
+  Plan plan(context.ctx, ARB_OP_GEMM, &args.args);
+  arb_plan_operands operands = gemm_operands(first);
+  REQUIRE(arb_plan_run(plan.plan, &operands, nullptr) == ARB_OK);
+  GemmArgs call(again);
+  REQUIRE(arb_gemm(context.ctx, &call.args, nullptr) == ARB_OK);
+  CHECK(std::memcmp(first.d.data(), again.d.data(), first.d.size() * sizeof(float)) == 0);
+
+  // New data at new addresses (aligned as the plan's): the plan's shapes and scalars with it.
+  for (uint32_t seed = 2; seed < 6; ++seed) {
+    GemmData fresh(seed), expected(seed);
+    arb_plan_operands o = gemm_operands(fresh);
+    REQUIRE(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+    GemmArgs reference(expected);
+    REQUIRE(arb_gemm(context.ctx, &reference.args, nullptr) == ARB_OK);
+    CHECK(std::memcmp(fresh.d.data(), expected.d.data(), fresh.d.size() * sizeof(float)) == 0);
+    for (float v : fresh.d) CHECK(std::isfinite(v));
+  }
+  const std::string text = plan.explain();
+  CHECK(text.rfind("plan: runs ", 0) == 0);
+  CHECK(text.find("problem: gemm f32 m=12 n=16 k=8") != std::string::npos);
+}
+
+TEST_CASE("plans: rmsnorm with a residual and softmax plans compute what their calls compute") {
+  PublicContext context;
+  const int64_t rows = 3, cols = 40;
+  Floats x = random_floats(rows * cols, 7), r = random_floats(rows * cols, 8), w = random_floats(cols, 9),
+                     y(rows * cols, NAN);
+  Floats x2 = x, y2(rows * cols, NAN);
+  Tensor tx(x.data(), {rows, cols}), tr(r.data(), {rows, cols}), tw(w.data(), {cols}), ty(y.data(), {rows, cols});
+  arb_rmsnorm_args args = ARB_RMSNORM_ARGS_INIT;
+  args.x = &tx.t;
+  args.residual = &tr.t;
+  args.weight = &tw.t;
+  args.y = &ty.t;
+  args.eps = 1e-5f;
+  Plan rmsnorm(context.ctx, ARB_OP_RMSNORM, &args);
+  arb_plan_operands o = ARB_PLAN_OPERANDS_INIT;
+  o.tensors[0] = x2.data();
+  o.tensors[1] = r.data();
+  o.tensors[2] = w.data();
+  o.tensors[3] = y2.data();
+  REQUIRE(arb_plan_run(rmsnorm.plan, &o, nullptr) == ARB_OK);
+  REQUIRE(arb_rmsnorm(context.ctx, &args, nullptr) == ARB_OK);
+  CHECK(std::memcmp(x.data(), x2.data(), x.size() * sizeof(float)) == 0);  // x += residual, in place
+  CHECK(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)) == 0);
+
+  Floats s(rows * cols, NAN), s2(rows * cols, NAN);
+  Tensor ts(s.data(), {rows, cols});
+  arb_softmax_args softmax_args = ARB_SOFTMAX_ARGS_INIT;
+  softmax_args.x = &tx.t;
+  softmax_args.y = &ts.t;
+  Plan softmax(context.ctx, ARB_OP_SOFTMAX, &softmax_args);
+  arb_plan_operands so = ARB_PLAN_OPERANDS_INIT;
+  so.tensors[0] = x.data();
+  so.tensors[1] = s2.data();
+  REQUIRE(arb_plan_run(softmax.plan, &so, nullptr) == ARB_OK);
+  REQUIRE(arb_softmax(context.ctx, &softmax_args, nullptr) == ARB_OK);
+  CHECK(std::memcmp(s.data(), s2.data(), s.size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("plans: bad addresses are refused with the reason, before any memory is written") {
+  PublicContext context;
+  GemmData data(3);
+  GemmArgs args(data);
+  Plan plan(context.ctx, ARB_OP_GEMM, &args.args);
+  auto refused = [&](arb_plan_operands o, const char* needle, void* stream = nullptr) {
+    Floats before = data.d;
+    std::fill(data.d.begin(), data.d.end(), -7.0f);
+    CHECK_STATUS(arb_plan_run(plan.plan, &o, stream), ARB_ERR_INVALID_ARGUMENT, needle);
+    for (float v : data.d) CHECK(v == -7.0f);
+    data.d = before;
+  };
+  arb_plan_operands o = gemm_operands(data);
+  CHECK_STATUS(arb_plan_run(nullptr, &o, nullptr), ARB_ERR_INVALID_ARGUMENT, "plan is NULL");
+  CHECK_STATUS(arb_plan_run(plan.plan, nullptr, nullptr), ARB_ERR_INVALID_ARGUMENT, "operands is NULL");
+  arb_plan_operands bad = o;
+  bad.struct_size = 8;
+  refused(bad, "struct_size");
+  bad = o;
+  bad.tensors[1] = nullptr;
+  refused(bad, "tensors[1] (b) is NULL");
+  bad = o;
+  bad.tensors[2] = data.d.data();  // c: beta was 0 at the plan's creation
+  refused(bad, "tensors[2] (c) must be NULL");
+  bad = o;
+  bad.tensors[0] = reinterpret_cast<char*>(data.a.data()) + 2;  // not even aligned for f32
+  refused(bad, "tensors[0] (a) is not aligned for its dtype");
+  bad = o;
+  bad.tensors[4] = data.a.data() + 4;  // d over a's elements
+  Floats big(GemmData::m * GemmData::n + 64, 1.0f);
+  bad.tensors[0] = big.data();
+  bad.tensors[4] = big.data() + 16;
+  {
+    Floats before = big;
+    CHECK_STATUS(arb_plan_run(plan.plan, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "tensors[4] (d) overlaps tensors[0] (a)");
+    CHECK(big == before);
+  }
+  int stream_object = 0;
+  refused(o, "stream must be NULL for CPU tensors", &stream_object);
+  CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);  // and the plan still runs
+
+  // Creation fails as the call would.
+  arb_plan none = nullptr;
+  CHECK_STATUS(arb_plan_create(context.ctx, ARB_OP_GEMM, &args.args, nullptr), ARB_ERR_INVALID_ARGUMENT, "plan (the output) is NULL");
+  CHECK_STATUS(arb_plan_create(context.ctx, 99, &args.args, &none), ARB_ERR_INVALID_ARGUMENT, "unknown op 99");
+  CHECK(none == nullptr);
+  CHECK_STATUS(arb_plan_create(context.ctx, ARB_OP_GEMM, nullptr, &none), ARB_ERR_INVALID_ARGUMENT, "arb_gemm");
+  CHECK_STATUS(arb_plan_create(nullptr, ARB_OP_GEMM, &args.args, &none), ARB_ERR_INVALID_ARGUMENT, "context is NULL");
+  GemmArgs overlapping(data);
+  overlapping.d.t.data = data.a.data();
+  CHECK_STATUS(arb_plan_create(context.ctx, ARB_OP_GEMM, &overlapping.args, &none), ARB_ERR_INVALID_ARGUMENT, "overlaps");
+  CHECK(arb_plan_destroy(nullptr) == ARB_OK);
+  CHECK_STATUS(arb_plan_explain(nullptr, nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "plan is NULL");
+}
+
+TEST_CASE("plans: addresses less aligned than the plan's run through dispatch for their alignment") {
+  PublicContext context;
+  GemmData data(6);  // 64-byte aligned: the plan's class is the row strides' (32 bytes)
+  GemmArgs args(data);
+  Plan plan(context.ctx, ARB_OP_GEMM, &args.args);
+  // The same values one float further on: aligned for f32, not to 32 bytes.
+  Floats a(data.a.size() + 1), d(data.d.size() + 1, NAN), expected(data.d.size(), NAN);
+  std::copy(data.a.begin(), data.a.end(), a.begin() + 1);
+  arb_plan_operands o = gemm_operands(data);
+  o.tensors[0] = a.data() + 1;
+  o.tensors[4] = d.data() + 1;
+  REQUIRE(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+  GemmData reference(6);
+  GemmArgs call(reference);
+  REQUIRE(arb_gemm(context.ctx, &call.args, nullptr) == ARB_OK);
+  CHECK(std::memcmp(d.data() + 1, reference.d.data(), reference.d.size() * sizeof(float)) == 0);
+  CHECK(plan.explain().find("aligned to 32 bytes") != std::string::npos);
+}
+
+TEST_CASE("plans: a gemm planned in place takes c == d, and only that") {
+  PublicContext context;
+  GemmData data(4);
+  Floats c = random_floats(GemmData::m * GemmData::n, 40);
+  data.d = c;
+  GemmArgs args(data);
+  args.args.c = &args.d.t;  // c is d
+  args.args.beta = 1.0f;
+  Plan plan(context.ctx, ARB_OP_GEMM, &args.args);
+  arb_plan_operands o = gemm_operands(data);
+  o.tensors[2] = data.d.data();
+  CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+  Floats other(data.d.size(), 0.0f);
+  o.tensors[2] = other.data();
+  CHECK_STATUS(arb_plan_run(plan.plan, &o, nullptr), ARB_ERR_INVALID_ARGUMENT, "tensors[2] (c) must be the same address as tensors[4] (d)");
+}
+
+TEST_CASE("plans: one plan runs from many threads at once") {
+  PublicContext context;
+  GemmData shape(5);
+  GemmArgs args(shape);
+  Plan plan(context.ctx, ARB_OP_GEMM, &args.args);
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(8, 0);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (uint32_t i = 0; i < 50; ++i) {
+        GemmData mine(100 * t + i), expected(100 * t + i);
+        arb_plan_operands o = gemm_operands(mine);
+        if (arb_plan_run(plan.plan, &o, nullptr) != ARB_OK) ++wrong[t];
+        GemmArgs reference(expected);
+        if (arb_gemm(context.ctx, &reference.args, nullptr) != ARB_OK) ++wrong[t];
+        if (std::memcmp(mine.d.data(), expected.d.data(), mine.d.size() * sizeof(float)) != 0) ++wrong[t];
+      }
+    });
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < 8; ++t) CHECK(wrong[t] == 0);
+}
+
+TEST_CASE("plans: a kernel quarantined by a shadow check is replaced in the plan at its next run") {
+  // late_cheats.softmax_backdoor answers wrongly when x[0] is 42; every call shadow-checked.
+  std::vector<std::string> files = arbiter::test::shipped_plugins();
+  files.push_back(arbiter::test::fixture_file("late_cheats"));
+  const std::string toml = arbiter::test::config_loading(
+      files, "[verify]\nshadow_one_in = 1\n[[dispatch.override]]\nop = \"softmax\"\nkernel = \"late_cheats.softmax_backdoor\"\n");
+  arb_context_options options = ARB_CONTEXT_OPTIONS_INIT;
+  options.config_toml = toml.c_str();
+  arb_context ctx = nullptr;
+  REQUIRE(arb_context_create(&options, &ctx) == ARB_OK);
+  const int64_t rows = 4, cols = 64;
+  Floats x = random_floats(rows * cols, 11), y(rows * cols, NAN);
+  Tensor tx(x.data(), {rows, cols}), ty(y.data(), {rows, cols});
+  arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
+  args.x = &tx.t;
+  args.y = &ty.t;
+  {
+    Plan plan(ctx, ARB_OP_SOFTMAX, &args);
+    CHECK(plan.explain().rfind("plan: runs late_cheats.softmax_backdoor", 0) == 0);
+    arb_plan_operands o = ARB_PLAN_OPERANDS_INIT;
+    o.tensors[0] = x.data();
+    o.tensors[1] = y.data();
+    x[0] = 42.0f;  // the backdoor's trigger: caught, quarantined, the call served by the fallback
+    REQUIRE(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+    double sum = 0;
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(static_cast<double>(x[j]) - 42.0);
+    CHECK(y[0] == doctest::Approx(1.0 / sum).epsilon(1e-5));
+    const std::string after = plan.explain();
+    CHECK_MESSAGE(after.rfind("plan: runs late_cheats", 0) != 0, after);
+    CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+  }
+  arb_context_destroy(ctx);
+}
