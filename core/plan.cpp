@@ -57,7 +57,10 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
   generation_.store(generation, std::memory_order_release);
 }
 
-const Selection& Plan::select_again(uint64_t generation) {
+const Selection& Plan::select_again() {
+  std::lock_guard<std::mutex> lock(select_mutex_);
+  const uint64_t generation = context_.dispatcher().generation();  // before: a later forget is seen
+  if (generation_.load(std::memory_order_relaxed) == generation) return *selection_.load(std::memory_order_relaxed);
   const Selection& selection = context_.dispatcher().select(problem_);
   selection_.store(&selection, std::memory_order_release);  // before the generation: who sees it sees this
   generation_.store(generation, std::memory_order_release);
@@ -66,7 +69,7 @@ const Selection& Plan::select_again(uint64_t generation) {
 
 void Plan::run_less_aligned(const arb_plan_operands& data, const arb_operands& operands, void* stream) {
   uint64_t addresses = 0;
-  for (int i = 0; i < ARB_PLAN_MAX_TENSORS; ++i) addresses |= reinterpret_cast<uint64_t>(data.tensors[i]);
+  for (int i = 0; i < kSlots; ++i) addresses |= reinterpret_cast<uint64_t>(data.tensors[i]);
   arb_problem problem = problem_;
   problem.alignment = alignment_class({addresses, static_cast<uint64_t>(stride_alignment(problem_))});
   context_.run(problem, operands, stream);
@@ -76,7 +79,7 @@ void Plan::refuse(const arb_plan_operands& data) const {
   auto name = [&](int i) { return fmt::format("tensors[{}] ({})", i, names_[i] ? names_[i] : "past the op's last"); };
   if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE)
     fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: operands->struct_size is below the minimum (set it to sizeof)");
-  for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot) {
+  for (int slot = 0; slot < kSlots; ++slot) {
     const auto address = reinterpret_cast<uint64_t>(data.tensors[slot]);
     if (!used_[slot]) {
       if (address != 0)
@@ -105,10 +108,12 @@ void Plan::refuse(const arb_plan_operands& data) const {
 }
 
 std::string Plan::explain() {
-  const Selection& now = selection();
-  return fmt::format("plan: runs {} (workspace {} bytes) for addresses aligned to {} bytes; less aligned ones are "
+  const bool stale = generation_.load(std::memory_order_acquire) != context_.dispatcher().generation();
+  const Selection& chosen = *selection_.load(std::memory_order_acquire);
+  return fmt::format("plan: {} {} (workspace {} bytes) for addresses aligned to {} bytes; less aligned ones are "
                      "dispatched for their own alignment\n",
-                     now.kernel->name, now.workspace_bytes, problem_.alignment) +
+                     stale ? "chooses again at its next run; it ran" : "runs", chosen.kernel->name,
+                     chosen.workspace_bytes, problem_.alignment) +
          context_.dispatcher().explain(problem_);
 }
 

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace arbiter {
@@ -32,17 +33,23 @@ class Plan {
   }
 
   const arb_problem& problem() const { return problem_; }
-  // The kernel the plan runs now, then dispatch's explanation of the problem.
+  // The kernel the plan runs now, then dispatch's explanation of the problem. Chooses nothing:
+  // after the context forgot its choices, it says the next run chooses again.
   std::string explain();
 
  private:
   // The used tensors' addresses into `operands`, each checked; throws Failure naming the first
   // bad one. False when they are less aligned than the plan's (still aligned for the dtype).
+  // arb_plan_operands 1.3 has five tensors; a later minor that adds some must read them only
+  // when struct_size says the caller's struct has them.
+  static constexpr int kSlots = 5;
+  static_assert(ARB_PLAN_MAX_TENSORS == kSlots, "arb_plan_operands grew: read the new slots by struct_size");
+
   bool bind(const arb_plan_operands& data, arb_operands& operands) const {
     if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE) [[unlikely]]
       refuse(data);
     uint64_t addresses = 0;
-    for (int i = 0; i < ARB_PLAN_MAX_TENSORS; ++i) {  // a fixed count: unrolled
+    for (int i = 0; i < kSlots; ++i) {  // a fixed count: unrolled
       const auto address = reinterpret_cast<uint64_t>(data.tensors[i]);
       if (!used_[i]) {
         if (address != 0) [[unlikely]]
@@ -70,12 +77,13 @@ class Plan {
   [[noreturn]] void refuse(const arb_plan_operands& data) const;
 
   const Selection& selection() {
-    const uint64_t now = context_.dispatcher().generation();
-    if (generation_.load(std::memory_order_acquire) != now) [[unlikely]]
-      return select_again(now);
+    if (generation_.load(std::memory_order_acquire) != context_.dispatcher().generation()) [[unlikely]]
+      return select_again();
     return *selection_.load(std::memory_order_acquire);
   }
-  const Selection& select_again(uint64_t generation);
+  // Under select_mutex_: two threads choosing at once must not leave an older choice stored
+  // with a newer generation.
+  const Selection& select_again();
 
   // An output and another tensor: disjoint, or (same) the very same memory.
   struct Pair {
@@ -93,8 +101,9 @@ class Plan {
   uint64_t bytes_[ARB_PLAN_MAX_TENSORS] = {};
   Pair pairs_[ARB_PLAN_MAX_TENSORS * ARB_PLAN_MAX_TENSORS] = {};
   int pair_count_ = 0;
-  std::atomic<const Selection*> selection_{nullptr};
+  std::atomic<const Selection*> selection_{nullptr};  // stored before generation_, both under select_mutex_
   std::atomic<uint64_t> generation_{0};
+  std::mutex select_mutex_;
 };
 
 }  // namespace arbiter
