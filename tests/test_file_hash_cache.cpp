@@ -11,7 +11,9 @@
 #include <fstream>
 #include <string>
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace arbiter;
 using arbiter::test::TempDir;
@@ -153,4 +155,21 @@ TEST_CASE("file hash cache: hash_file gives a file's true hash whatever the cach
   CHECK(hashed.sha256 == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   write(dir.file("plugin.so"), "abd");
   CHECK(hash_file(dir.file("plugin.so")).sha256 != hashed.sha256);
+}
+
+TEST_CASE("file hash cache: files others can write are never keyed by it") {
+  // Whoever can write a file can change its bytes through a shared mapping without moving its
+  // times: such files are hashed every time.
+  TempDir dir;
+  write(dir.file("plugin.so"), "plugin bytes");
+  for (mode_t mode : {0664, 0646, 0666}) {
+    CAPTURE(mode);
+    REQUIRE(::chmod(dir.file("plugin.so").c_str(), mode) == 0);
+    const int fd = ::open(dir.file("plugin.so").c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    struct stat st {};
+    REQUIRE(::fstat(fd, &st) == 0);
+    CHECK_FALSE(cacheable_file(fd, st));
+    ::close(fd);
+  }
 }

@@ -16,17 +16,21 @@ namespace arbiter {
 inline std::string open_library_symbols(std::initializer_list<const char*> files, const char* const* names,
                                         size_t count, void** resolved) {
   void* library = nullptr;
+  const char* opened = nullptr;
   std::string failure;
   for (const char* file : files) {
     library = ::dlopen(file, RTLD_NOW | RTLD_LOCAL);
-    if (library != nullptr) break;
+    if (library != nullptr) {
+      opened = file;
+      break;
+    }
     const char* why = ::dlerror();
     failure += (failure.empty() ? "cannot load " : "; ") + std::string(why != nullptr ? why : file);
   }
   if (library == nullptr) return failure;
   for (size_t s = 0; s < count; ++s) {
     resolved[s] = ::dlsym(library, names[s]);
-    if (resolved[s] == nullptr) return std::string(*files.begin()) + " has no " + names[s];
+    if (resolved[s] == nullptr) return std::string(opened) + " has no " + names[s];
   }
   return "";
 }

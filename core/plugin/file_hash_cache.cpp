@@ -6,7 +6,9 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -91,6 +93,24 @@ bool usable_folder(const std::string& folder) {
 }
 
 }  // namespace
+
+bool cacheable_file(int fd, const struct stat& st) {
+  if (!written_by_this_user_only(st)) return false;
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return false;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case EXT4_SUPER_MAGIC:  // ext2 and ext3 too
+    case XFS_SUPER_MAGIC:
+    case BTRFS_SUPER_MAGIC:
+    case TMPFS_MAGIC:
+    case OVERLAYFS_SUPER_MAGIC:
+    case 0x2fc12fc1UL:  // ZFS
+    case F2FS_SUPER_MAGIC:
+      return true;
+    default:
+      return false;
+  }
+}
 
 FileHashCache::FileHashCache(std::string folder) : folder_(std::move(folder)) {}
 

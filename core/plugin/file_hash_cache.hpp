@@ -8,6 +8,12 @@
 // coarsely, and a file rewritten within one tick of its hashing would keep its old key (git's
 // "racily clean" case).
 //
+// Only files the cache can key safely are remembered or looked up: owned by this user or root,
+// writable by no group or other user (whoever can write a file can also change its bytes
+// through a shared mapping without moving its times), on a local filesystem of a type whose
+// times the kernel keeps (ext2/3/4, XFS, Btrfs, tmpfs, overlayfs, ZFS, F2FS), never a network
+// or FUSE filesystem, whose server reports whatever times it likes.
+//
 // The cache lives in $ARBITER_CACHE_DIR, else $XDG_CACHE_HOME/arbiter, else ~/.cache/arbiter
 // (ARBITER_CACHE_DIR="" turns it off), as the file `file-hashes`. It is read only when this
 // user alone can have written it and the folder it is in; a file that does not parse is
@@ -16,12 +22,17 @@
 
 #include "plugin/plugin_file.hpp"
 
+#include <sys/stat.h>
+
 #include <ctime>
 #include <map>
 #include <mutex>
 #include <string>
 
 namespace arbiter {
+
+// Whether the open file `fd` (with its fstat `st`) may be keyed by the cache (above).
+bool cacheable_file(int fd, const struct stat& st);
 
 class FileHashCache {
  public:
@@ -37,7 +48,7 @@ class FileHashCache {
   std::string lookup(const FileIdentity& identity);
 
   // Remembers a hash just computed, and writes the cache file (atomically), unless the file
-  // changed too recently (before now - a few seconds) to be keyed safely.
+  // changed too recently to be keyed safely: `now` is a time taken before the file was opened.
   void remember(const FileIdentity& identity, const std::string& sha256, time_t now);
 
   // The cache file's path, or "" when the cache is off or unusable.

@@ -86,6 +86,7 @@ HashedFile hash_file(const fs::path& file) {
   static std::mutex mutex;
   static std::map<FileIdentity, std::string, FileIdentityLess> known;
   HashedFile out;
+  const time_t opened = ::time(nullptr);  // before the open: the file hash cache's racy rule
   const OpenFile fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) {
     out.error = "cannot open " + file.string();
@@ -104,7 +105,9 @@ HashedFile hash_file(const fs::path& file) {
       return out;
     }
   }
-  if (std::string remembered = FileHashCache::of_process().lookup(out.identity); !remembered.empty()) {
+  const bool cacheable = cacheable_file(fd.fd, st);
+  if (std::string remembered = cacheable ? FileHashCache::of_process().lookup(out.identity) : "";
+      !remembered.empty()) {
     out.sha256 = std::move(remembered);
     std::lock_guard<std::mutex> lock(mutex);
     known[out.identity] = out.sha256;
@@ -120,7 +123,7 @@ HashedFile hash_file(const fs::path& file) {
     hash.update(buffer.data(), static_cast<size_t>(got));
   }
   out.sha256 = hash.hex_digest();
-  FileHashCache::of_process().remember(out.identity, out.sha256, ::time(nullptr));
+  if (cacheable) FileHashCache::of_process().remember(out.identity, out.sha256, opened);
   std::lock_guard<std::mutex> lock(mutex);
   known[out.identity] = out.sha256;
   return out;
