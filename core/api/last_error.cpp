@@ -5,22 +5,16 @@
 namespace arbiter {
 namespace {
 thread_local char message_buffer[4096] = "";
-// Whether message_buffer holds this thread's last error. Every successful call clears it, so
-// it is one byte of the initial-exec model (a plain load from the thread pointer); the 4 KiB
-// buffer, touched only on errors, stays in the dynamic model, as a library that may be
-// dlopen'ed must keep its large thread-locals.
-thread_local bool message_set __attribute__((tls_model("initial-exec"))) = false;
 }
 
 arb_status set_last_error(arb_status status, const char* message) noexcept {
   std::snprintf(message_buffer, sizeof message_buffer, "%s", message ? message : "");
-  message_set = true;
   return status;
 }
 
-void clear_last_error() noexcept { message_set = false; }
+void clear_last_error() noexcept { message_buffer[0] = '\0'; }
 
-const char* last_error() noexcept { return message_set ? message_buffer : ""; }
+const char* last_error() noexcept { return message_buffer; }
 
 const char* status_string(int32_t status) noexcept {
   switch (status) {
