@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config ccache
-  libboost-dev libboost-context-dev libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev libdlpack-dev libopenblas-dev
+  libboost-dev libboost-context-dev libspdlog-dev libfmt-dev libtomlplusplus-dev doctest-dev libdlpack-dev libopenblas-dev libdnnl-dev
   valgrind python3 python3-pip python3-dev python3-venv
   clang libclang-rt-14-dev llvm  # tools/fuzz.sh: libFuzzer's runtime is only a Recommends of clang; llvm-symbolizer for stacks
 )
