@@ -1,7 +1,7 @@
 // The onednn plugin (plugins/onednn): libdnnl is not loaded by the plugin's entry, only by
-// its first use; its runtime_version names the oneDNN version and ISA; its kernels agree
-// with the reference plugin on every dtype, transpose and epilogue it accepts, and say why
-// when they refuse; a launch that finds its primitive cached allocates nothing beyond what
+// its first use; its runtime_version names the oneDNN version and ISA; its matmul agrees
+// with the reference plugin on every dtype, transpose and epilogue it accepts, and says why
+// when it refuses; a launch that finds its primitive cached allocates nothing beyond what
 // oneDNN's own dnnl_primitive_execute does; launches of one problem run concurrently.
 // Skipped (exit 77) when the plugin was not built or oneDNN cannot run here.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -161,8 +161,7 @@ bool agrees_with_reference(const std::string& kernel_name, const std::string& te
     if (refusal) *refusal = why;
     return false;
   }
-  const std::string op = parsed.problem.op == ARB_OP_GEMM ? "gemm" : "softmax";
-  const KernelRecord* reference = context.registry().find("reference." + op);
+  const KernelRecord* reference = context.registry().find("reference.gemm");
   REQUIRE(reference != nullptr);
   ProblemBuffers buffers(parsed.problem, parsed.alpha, parsed.beta, parsed.eps);
   buffers.randomize(seed, seed % 2 ? Distribution::normal : Distribution::uniform);
@@ -345,25 +344,9 @@ TEST_CASE("onednn.matmul matches the reference: dtypes, transposes, epilogues, C
   }
 }
 
-TEST_CASE("onednn.softmax matches the reference") {
+TEST_CASE("onednn: no softmax kernel (oneDNN gives 0 where arbiter gives NaN, a row of -inf logits)") {
   require_usable();
-  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {1, 7}, {3, 8}, {5, 17}, {2, 4099}, {16, 64}, {4, 1000}};
-  uint64_t index = 0;
-  int accepted = 0;
-  for (const char* dtype : {"f32", "bf16", "f16"})
-    for (const auto& [rows, cols] : shapes)
-      for (int pad = 0; pad < 4; pad += 3, ++index) {
-        const std::string text = fmt::format("softmax {} rows={} cols={} ldx={} ldy={}", dtype, rows, cols, cols + pad, cols + 2 * pad);
-        std::string why;
-        if (agrees_with_reference("onednn.softmax", text, 1000 + index, &why)) {
-          ++accepted;
-        } else {
-          CAPTURE(text);
-          CHECK(!why.empty());
-        }
-      }
-  MESSAGE(accepted, " softmax problems accepted and checked");
-  CHECK(accepted > 0);
+  CHECK(direct_plugin().kernel("softmax") == nullptr);
 }
 
 TEST_CASE("onednn: a launch on a cache hit allocates nothing beyond oneDNN's own execute") {
@@ -378,8 +361,7 @@ TEST_CASE("onednn: a launch on a cache hit allocates nothing beyond oneDNN's own
     const char* text;
   };
   for (const Case c : {Case{"matmul", "gemm f32 m=64 n=64 k=64"}, Case{"matmul", "gemm bf16 m=32 n=48 k=40 act=gelu bias=1 alpha=0.5"},
-                       Case{"matmul", "gemm f32 m=16 n=16 k=16 beta=1 inplace=1 act=silu"},
-                       Case{"softmax", "softmax f32 rows=8 cols=4096"}}) {
+                       Case{"matmul", "gemm f32 m=16 n=16 k=16 beta=1 inplace=1 act=silu"}}) {
     CAPTURE(c.text);
     DirectCall call(plugin.kernel(c.kernel), c.text);
     std::string err;

@@ -15,7 +15,7 @@ namespace arbiter::plugins::onednn {
   X(dnnl_version) X(dnnl_get_effective_cpu_isa) X(dnnl_engine_create) X(dnnl_engine_destroy)               \
   X(dnnl_stream_create) X(dnnl_stream_wait) X(dnnl_stream_destroy) X(dnnl_memory_desc_init_by_strides)     \
   X(dnnl_memory_desc_get_size) X(dnnl_memory_create) X(dnnl_memory_destroy) X(dnnl_memory_set_data_handle) \
-  X(dnnl_matmul_desc_init) X(dnnl_softmax_v2_forward_desc_init) X(dnnl_primitive_attr_create)              \
+  X(dnnl_matmul_desc_init) X(dnnl_primitive_attr_create)                                                   \
   X(dnnl_primitive_attr_destroy) X(dnnl_primitive_attr_set_scratchpad_mode)                                \
   X(dnnl_primitive_attr_set_output_scales) X(dnnl_primitive_attr_set_post_ops) X(dnnl_post_ops_create)     \
   X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_sum) X(dnnl_post_ops_append_eltwise)                     \

@@ -146,34 +146,6 @@ void build_gemm(const OneDnnLibrary& l, const arb_problem& p, Entry& e) {
   e.supported = true;
 }
 
-void build_softmax(const OneDnnLibrary& l, const arb_problem& p, Entry& e) {
-  const std::string what = std::string(dtype_name(p.dtype)) + " softmax with these strides on isa " +
-                           expectation().isa_name;
-  auto& md = e.descriptor;
-  if (!matrix(l, md[kSrc], p.rows, p.cols, p.ld_x, 1, p.dtype) || !matrix(l, md[kDst], p.rows, p.cols, p.ld_y, 1, p.dtype)) {
-    e.why = "oneDNN rejects these sizes or strides";
-    return;
-  }
-  dnnl_softmax_v2_desc_t softmax;
-  if (l.dnnl_softmax_v2_forward_desc_init(&softmax, dnnl_forward_inference, dnnl_softmax_accurate, &md[kSrc], &md[kDst],
-                                          1) != dnnl_success) {
-    e.why = "oneDNN rejects this softmax";
-    return;
-  }
-  e.used[kSrc] = e.used[kDst] = true;
-  e.argument_id[kSrc] = DNNL_ARG_SRC;
-  e.argument_id[kDst] = DNNL_ARG_DST;
-  e.argument_id[kScratchpad] = DNNL_ARG_SCRATCHPAD;
-  Attributes a(l);
-  if (l.dnnl_primitive_attr_create(&a.attr) != dnnl_success ||
-      l.dnnl_primitive_attr_set_scratchpad_mode(a.attr, dnnl_scratchpad_mode_user) != dnnl_success) {
-    e.why = "oneDNN rejects the attributes";
-    return;
-  }
-  if (!describe(l, &softmax, a, e.plain, e.why, what)) return;
-  e.supported = true;
-}
-
 void destroy_variant(const OneDnnLibrary& l, Variant& v) {
   for (auto& slot : v.slots) {
     for (dnnl_memory_t m : slot->memory)
@@ -201,10 +173,7 @@ size_t ProblemKeyHash::operator()(const ProblemKey& key) const noexcept {
 
 ProblemKey key_of(const arb_problem& p) {
   ProblemKey key;
-  if (p.op == ARB_OP_GEMM)
-    key.fields = {p.op, p.dtype, p.m, p.n, p.k, p.lda, p.ldb, p.ldd, p.trans_a, p.trans_b, p.activation, p.has_c, p.has_bias, 0};
-  else
-    key.fields = {p.op, p.dtype, p.rows, p.cols, p.ld_x, p.ld_y, 0, 0, 0, 0, 0, 0, 0, 0};
+  key.fields = {p.op, p.dtype, p.m, p.n, p.k, p.lda, p.ldb, p.ldd, p.trans_a, p.trans_b, p.activation, p.has_c, p.has_bias};
   return key;
 }
 
@@ -215,7 +184,6 @@ std::unique_ptr<Entry> build_entry(const OneDnnLibrary& library, const arb_probl
     return entry;
   }
   if (p.op == ARB_OP_GEMM) build_gemm(library, p, *entry);
-  else if (p.op == ARB_OP_SOFTMAX) build_softmax(library, p, *entry);
   else entry->why = "not an op of this plugin";
   if (!entry->supported) return entry;  // its destructor releases what was made
   const size_t scratchpad = std::max(entry->plain.scratchpad_bytes, entry->scaled.scratchpad_bytes);

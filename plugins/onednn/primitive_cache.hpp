@@ -22,7 +22,7 @@ namespace arbiter::plugins::onednn {
 // What a primitive depends on: the problem less what the plugin handles itself (C and
 // beta: C is scaled into D first; alignment; the device).
 struct ProblemKey {
-  std::array<int64_t, 14> fields{};
+  std::array<int64_t, 13> fields{};
   bool operator==(const ProblemKey& other) const { return fields == other.fields; }
 };
 struct ProblemKeyHash {
@@ -60,7 +60,7 @@ struct Entry {
 
   bool supported = false;
   std::string why;  // when not supported
-  Variant plain, scaled;  // softmax: plain only
+  Variant plain, scaled;
   size_t workspace_bytes = 0;
   std::array<bool, kArgumentCount> used{};
   std::array<int, kArgumentCount> argument_id{};  // DNNL_ARG_*
