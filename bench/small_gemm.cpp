@@ -1,8 +1,10 @@
 // arbiter_bench_small_gemm [--quick] [--samples N]
 //
 // Kernel runtime on small CPU problems (docs/architecture.md, "Measurement" and "Benchmark reports"): cpu.gemm_small against
-// the vendor baseline openblas.sgemm (and reference.gemm), and cpu.rmsnorm / cpu.softmax
-// against reference.*, all in one run so that ratios compare like with like. Every kernel
+// the vendor kernels openblas.sgemm and onednn.matmul (and reference.gemm), and cpu.rmsnorm /
+// cpu.softmax against reference.*, all in one run so that ratios compare
+// like with like. GEMM rates are also given as a fraction of this run's measured FMA peak
+// for the dtype (one core, and all cores at once), and against the faster vendor kernel. Every kernel
 // is called through its own arb_kernel.launch pointer (no dispatch), on the same random
 // inputs, after its output has been checked against the reference plugin's.
 //
@@ -28,12 +30,14 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <immintrin.h>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #ifndef ARBITER_BENCH_BUILD_TYPE
@@ -195,6 +199,127 @@ std::string fmt_double(const char* format, double v) {
   return buffer;
 }
 
+// ---- ceilings of this run -------------------------------------------------------------------
+
+// Peak multiply-add rates measured here (GFLOP/s, a multiply-add counting 2), per dtype; 0
+// where not measured. bf16 on a CPU without AVX512-BF16 has no instruction of its own: its
+// ceiling is the f32 one (kernels widen to f32).
+struct Ceilings {
+  double f32_one = 0, f32_all = 0;    // one thread; every logical CPU at once
+  double bf16_one = 0, bf16_all = 0;  // vdpbf16ps, where the CPU has it
+  std::string f32_instruction, bf16_instruction;
+  double copy_gbs = 0;
+};
+
+// Something of the accumulators for the caller to keep, so that the loop is not optimised away.
+__attribute__((target("avx512f"), always_inline)) inline float keep(const __m512* acc) {
+  __m512 total = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) total = _mm512_add_ps(total, acc[i]);
+  float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns on its own header there
+  _mm512_storeu_ps(lanes, total);
+  return lanes[0] + lanes[15];
+}
+
+// 12 independent accumulator chains of FMAs: enough to cover the latency (4 cycles) of
+// two FMA ports. Returns flops done.
+__attribute__((target("avx512f"))) double fma_loop_avx512(int64_t iterations, float* sink) {
+  __m512 acc[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (int64_t n = 0; n < iterations; ++n)
+#pragma GCC unroll 12  // the accumulators must live in registers
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  *sink = keep(acc);
+  return static_cast<double>(iterations) * 12 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) double fma_loop_avx2(int64_t iterations, float* sink) {
+  __m256 acc[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (int64_t n = 0; n < iterations; ++n)
+#pragma GCC unroll 12  // the accumulators must live in registers
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  float lanes[8];
+  __m256 total = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) total = _mm256_add_ps(total, acc[i]);
+  _mm256_storeu_ps(lanes, total);
+  *sink = lanes[0] + lanes[7];
+  return static_cast<double>(iterations) * 12 * 8 * 2;
+}
+
+// vdpbf16ps: 16 lanes, each two bf16 products added to an f32 accumulator (4 flops).
+__attribute__((target("avx512f,avx512bf16"))) double dpbf16_loop(int64_t iterations, float* sink) {
+  __m512 acc[12];
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);  // 1, ~6e-8
+  for (int64_t n = 0; n < iterations; ++n)
+#pragma GCC unroll 12  // the accumulators must live in registers
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], x, y);
+  *sink = keep(acc);
+  return static_cast<double>(iterations) * 12 * 16 * 4;
+}
+
+// The median rate (GFLOP/s) of `loop` on `threads` threads at once, each about 20 ms.
+double peak_rate(double (*loop)(int64_t, float*), int threads, int samples) {
+  float sink = 0;
+  int64_t iterations = 1 << 14;
+  for (;;) {  // size one run to about 20 ms on one thread
+    const auto start = Clock::now();
+    loop(iterations, &sink);
+    if (std::chrono::duration<double>(Clock::now() - start).count() > 20e-3 || iterations > (int64_t(1) << 34)) break;
+    iterations *= 2;
+  }
+  std::vector<double> rates;
+  for (int s = 0; s < samples; ++s) {
+    std::vector<double> flops(static_cast<size_t>(threads));
+    std::vector<float> sinks(static_cast<size_t>(threads));
+    const auto start = Clock::now();
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] { flops[static_cast<size_t>(t)] = loop(iterations, &sinks[static_cast<size_t>(t)]); });
+    for (auto& w : workers) w.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    double total = 0;
+    for (double f : flops) total += f;
+    rates.push_back(total / seconds * 1e-9);
+  }
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+Ceilings measure_fma_peaks(int samples) {
+  Ceilings c;
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  double (*f32_loop)(int64_t, float*) = nullptr;
+  if (__builtin_cpu_supports("avx512f")) {
+    f32_loop = fma_loop_avx512;
+    c.f32_instruction = "vfmadd231ps zmm";
+  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    f32_loop = fma_loop_avx2;
+    c.f32_instruction = "vfmadd231ps ymm";
+  }
+  if (f32_loop != nullptr) {
+    c.f32_one = peak_rate(f32_loop, 1, samples);
+    c.f32_all = peak_rate(f32_loop, threads, samples);
+  }
+  if (__builtin_cpu_supports("avx512bf16")) {
+    c.bf16_one = peak_rate(dpbf16_loop, 1, samples);
+    c.bf16_all = peak_rate(dpbf16_loop, threads, samples);
+    c.bf16_instruction = "vdpbf16ps zmm";
+  } else {
+    c.bf16_one = c.f32_one;
+    c.bf16_all = c.f32_all;
+    c.bf16_instruction = "none (no AVX512-BF16): the f32 FMA peak";
+  }
+  return c;
+}
+
 struct Case {
   std::string text;  // the problem, in the problem syntax
   arbiter::ParsedProblem parsed;
@@ -202,19 +327,36 @@ struct Case {
   std::string baseline;  // speedups are baseline median / kernel median
 };
 
-bool print_table(const std::vector<Case>& cases, bool gemm) {
+// The vendor kernels: "vs best vendor" divides the faster one's median by a kernel's.
+bool is_vendor(const std::string& name) { return name == "openblas.sgemm" || name == "onednn.matmul"; }
+
+bool print_table(const std::vector<Case>& cases, bool gemm, const Ceilings& ceilings) {
   bool all_passed = true;
-  std::printf("| shape | kernel | median us | p20 us | p80 us | %s | speedup vs %s | rel. error vs reference |\n",
-              gemm ? "GFLOP/s" : "GB/s", gemm ? "openblas" : "reference");
-  std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  if (gemm) {
+    std::printf("| shape | kernel | median us | p20 us | p80 us | GFLOP/s | of FMA peak, 1 core | of FMA peak, all cores | "
+                "speedup vs openblas | vs best vendor | rel. error vs reference |\n");
+    std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  } else {
+    std::printf("| shape | kernel | median us | p20 us | p80 us | GB/s | of copy bandwidth | speedup vs reference | "
+                "rel. error vs reference |\n");
+    std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  }
   for (const Case& c : cases) {
     const arb_problem& p = c.parsed.problem;
     const Candidate* baseline = nullptr;
-    for (const Candidate& k : c.candidates)
-      if (k.name == c.baseline && k.unavailable.empty()) baseline = &k;
+    const Candidate* best_vendor = nullptr;
+    for (const Candidate& k : c.candidates) {
+      if (!k.unavailable.empty()) continue;
+      if (k.name == c.baseline) baseline = &k;
+      if (is_vendor(k.name) && k.passed && (best_vendor == nullptr || k.stats.median < best_vendor->stats.median))
+        best_vendor = &k;
+    }
+    const double peak_one = p.dtype == ARB_DTYPE_BF16 ? ceilings.bf16_one : ceilings.f32_one;
+    const double peak_all = p.dtype == ARB_DTYPE_BF16 ? ceilings.bf16_all : ceilings.f32_all;
     for (const Candidate& k : c.candidates) {
       if (!k.unavailable.empty()) {
-        std::printf("| %s | %s | - | - | - | - | - | %s |\n", c.text.c_str(), k.name.c_str(), k.unavailable.c_str());
+        std::printf("| %s | %s | - | - | - | - | - |%s - | %s |\n", c.text.c_str(), k.name.c_str(), gemm ? " - | - | - |" : "",
+                    k.unavailable.c_str());
         continue;
       }
       const double rate = gemm ? gemm_flops(p) / k.stats.median * 1e-9 : row_bytes(p) / k.stats.median * 1e-9;
@@ -225,8 +367,20 @@ bool print_table(const std::vector<Case>& cases, bool gemm) {
         error += " FAIL";
         all_passed = false;
       }
-      std::printf("| %s | %s | %.3f | %.3f | %.3f | %.2f | %s | %s |\n", c.text.c_str(), k.name.c_str(),
-                  k.stats.median * 1e6, k.stats.p20 * 1e6, k.stats.p80 * 1e6, rate, speedup.c_str(), error.c_str());
+      if (gemm) {
+        const auto percent = [&](double peak) { return peak > 0 ? fmt_double("%.1f%%", 100.0 * rate / peak) : std::string("-"); };
+        const std::string vendor =
+            best_vendor ? fmt_double("%.2fx", best_vendor->stats.median / k.stats.median) : std::string("-");
+        std::printf("| %s | %s | %.3f | %.3f | %.3f | %.2f | %s | %s | %s | %s | %s |\n", c.text.c_str(), k.name.c_str(),
+                    k.stats.median * 1e6, k.stats.p20 * 1e6, k.stats.p80 * 1e6, rate, percent(peak_one).c_str(),
+                    percent(peak_all).c_str(), speedup.c_str(), vendor.c_str(), error.c_str());
+      } else {
+        const std::string of_copy =
+            ceilings.copy_gbs > 0 ? fmt_double("%.1f%%", 100.0 * rate / ceilings.copy_gbs) : std::string("-");
+        std::printf("| %s | %s | %.3f | %.3f | %.3f | %.2f | %s | %s | %s |\n", c.text.c_str(), k.name.c_str(),
+                    k.stats.median * 1e6, k.stats.p20 * 1e6, k.stats.p80 * 1e6, rate, of_copy.c_str(), speedup.c_str(),
+                    error.c_str());
+      }
     }
   }
   std::printf("\n");
@@ -234,7 +388,7 @@ bool print_table(const std::vector<Case>& cases, bool gemm) {
 }
 
 // Speedup of one kernel over the baseline, per shape, f32 and bf16 side by side.
-void print_summary(const std::vector<Case>& cases, const std::string& kernel) {
+void print_summary(const std::vector<Case>& cases, const std::string& kernel, const std::string& against) {
   std::map<std::string, std::map<std::string, std::string>> rows;  // shape without dtype -> dtype -> speedup
   std::vector<std::string> order;
   for (const Case& c : cases) {
@@ -243,7 +397,7 @@ void print_summary(const std::vector<Case>& cases, const std::string& kernel) {
     for (const Candidate& x : c.candidates) {
       if (!x.unavailable.empty()) continue;
       if (x.name == kernel) k = &x;
-      if (x.name == c.baseline) b = &x;
+      if (x.name == against) b = &x;
     }
     const size_t space = c.text.find(' ', c.text.find(' ') + 1);
     const std::string dtype = c.text.substr(c.text.find(' ') + 1, space - c.text.find(' ') - 1);
@@ -312,8 +466,8 @@ std::string openblas_description() {
   return text;
 }
 
-// Ceilings of this run: warm memcpy bandwidth and a large openblas sgemm's rate.
-void print_ceilings(arbiter::Context& context, const Settings& settings) {
+// Ceilings of this run: warm memcpy bandwidth, the FMA peaks and a large openblas sgemm's rate.
+Ceilings print_ceilings(arbiter::Context& context, const Settings& settings) {
   const size_t bytes = 1 << 20;
   arbiter::HostBuffer from(bytes), to(bytes);
   std::memset(from.data(), 1, bytes);
@@ -326,8 +480,14 @@ void print_ceilings(arbiter::Context& context, const Settings& settings) {
     seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count() / 8);
   }
   const Stats copy = summarise(seconds, 8);
-  std::printf("- copy: memcpy of 1 MiB, warm: %.1f GB/s (read + write, median of %d)\n",
-              2.0 * bytes / copy.median * 1e-9, copy.samples);
+  Ceilings ceilings = measure_fma_peaks(settings.quick ? 3 : 7);
+  ceilings.copy_gbs = 2.0 * bytes / copy.median * 1e-9;
+  std::printf("- copy: memcpy of 1 MiB, warm: %.1f GB/s (read + write, median of %d)\n", ceilings.copy_gbs, copy.samples);
+  std::printf("- FMA peak, f32 (%s, 12 independent chains): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on %u threads at once\n",
+              ceilings.f32_instruction.c_str(), ceilings.f32_one, ceilings.f32_all,
+              std::max(1u, std::thread::hardware_concurrency()));
+  std::printf("- FMA peak, bf16 (%s): %.1f GFLOP/s on 1 thread, %.1f GFLOP/s on all\n", ceilings.bf16_instruction.c_str(),
+              ceilings.bf16_one, ceilings.bf16_all);
 
   const std::string text = "gemm f32 m=256 n=256 k=256";
   const arbiter::ParsedProblem parsed = arbiter::parse_problem(text);
@@ -338,13 +498,26 @@ void print_ceilings(arbiter::Context& context, const Settings& settings) {
   prepare(one[0], context, parsed.problem, inputs);
   if (!one[0].unavailable.empty()) {
     std::printf("- matmul: openblas.sgemm %s\n", one[0].unavailable.c_str());
-    return;
+    return ceilings;
   }
   Settings short_run = settings;
   short_run.samples = std::max(20, settings.samples / 2);
   measure(one, parsed.problem, "", short_run);
   std::printf("- matmul: openblas.sgemm on `%s`, warm: %.1f GFLOP/s (median of %d)\n", text.c_str(),
               gemm_flops(parsed.problem) / one[0].stats.median * 1e-9, one[0].stats.samples);
+  return ceilings;
+}
+
+// oneDNN's threads: OpenMP's (libgomp, loaded with libdnnl).
+std::string openmp_description() {
+  void* library = ::dlopen("libgomp.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (library == nullptr) return "libgomp not loaded";
+  std::string text = "?";
+  if (auto threads = reinterpret_cast<int (*)()>(::dlsym(library, "omp_get_max_threads")))
+    text = std::to_string(threads()) + " OpenMP threads";
+  ::dlclose(library);
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  return text + " (OMP_NUM_THREADS=" + (env ? env : "unset") + ")";
 }
 
 std::string plugin_line(const arbiter::Context& context, const std::string& name) {
@@ -395,7 +568,8 @@ int main(int argc, char** argv) {
 
   std::vector<std::string> gemm_shapes = {"m=1 n=64 k=64",   "m=8 n=8 k=8",    "m=16 n=16 k=16",
                                           "m=32 n=32 k=32",  "m=64 n=64 k=64", "m=48 n=17 k=33",
-                                          "m=64 n=64 k=64 act=gelu bias=1"};
+                                          "m=64 n=64 k=64 act=gelu bias=1", "m=128 n=128 k=128",
+                                          "m=256 n=256 k=256"};
   std::vector<std::string> dtypes = {"f32", "bf16"};
   std::vector<std::string> gemm_texts, row_texts;
   if (settings.quick) {
@@ -423,7 +597,7 @@ int main(int argc, char** argv) {
       const std::string op = gemm ? "gemm" : (p.op == ARB_OP_RMSNORM ? "rmsnorm" : "softmax");
       std::vector<std::string> names;
       if (gemm) {
-        names = {"cpu.gemm_small_avx512", "cpu.gemm_small_avx2", "openblas.sgemm", "reference.gemm"};
+        names = {"cpu.gemm_small_avx512", "cpu.gemm_small_avx2", "openblas.sgemm", "onednn.matmul", "reference.gemm"};
         c.baseline = "openblas.sgemm";
       } else {
         names = {"cpu." + op, "reference." + op};
@@ -447,7 +621,7 @@ int main(int argc, char** argv) {
   const std::vector<Case> gemm_cases = run_cases(gemm_texts, true);
   const std::vector<Case> row_cases = run_cases(row_texts, false);
 
-  std::printf("# Small-shape CPU kernels: cpu.* against openblas.sgemm and reference.*\n\n");
+  std::printf("# Small-shape CPU kernels: cpu.* against openblas.sgemm, onednn.matmul and reference.*\n\n");
   std::printf("- command: `%s`\n", command.c_str());
   std::printf("- date: %s\n", today().c_str());
   std::printf("- machine: %s\n", machine_description().c_str());
@@ -458,22 +632,32 @@ int main(int argc, char** argv) {
               "gcc",
 #endif
               __VERSION__);
-  std::printf("- plugins: %s; %s; %s\n", plugin_line(context, "cpu").c_str(), plugin_line(context, "openblas").c_str(),
-              plugin_line(context, "reference").c_str());
+  std::printf("- plugins: %s; %s; %s; %s\n", plugin_line(context, "cpu").c_str(), plugin_line(context, "openblas").c_str(),
+              plugin_line(context, "onednn").c_str(), plugin_line(context, "reference").c_str());
   std::printf("- OpenBLAS: %s\n", openblas_description().c_str());
   std::printf("- openblas plugin: %s\n", plugin_description(context, "openblas").c_str());
-  print_ceilings(context, settings);
+  std::printf("- onednn plugin: %s; oneDNN's threads: %s\n", plugin_description(context, "onednn").c_str(),
+              openmp_description().c_str());
+  const Ceilings ceilings = print_ceilings(context, settings);
   std::printf("\n## GEMM: D = act(A*B + bias), row-major, no transposes, beta = 0\n\n");
-  bool passed = print_table(gemm_cases, true);
+  std::printf("Fractions of the FMA peak of this run for the problem's dtype (bf16: vdpbf16ps where the CPU has it, "
+              "else the f32 peak); vs best vendor = the faster of openblas.sgemm and onednn.matmul, its median over "
+              "this kernel's.\n\n");
+  bool passed = print_table(gemm_cases, true, ceilings);
   std::printf("Speedup of cpu.gemm_small_avx512 over openblas.sgemm (openblas median / gemm_small_avx512 median):\n\n");
-  print_summary(gemm_cases, "cpu.gemm_small_avx512");
+  print_summary(gemm_cases, "cpu.gemm_small_avx512", "openblas.sgemm");
+  std::printf("Speedup of onednn.matmul over openblas.sgemm:\n\n");
+  print_summary(gemm_cases, "onednn.matmul", "openblas.sgemm");
+  std::printf("Speedup of cpu.gemm_small_avx512 over onednn.matmul:\n\n");
+  print_summary(gemm_cases, "cpu.gemm_small_avx512", "onednn.matmul");
   std::printf("## RMSNorm and softmax\n\n");
-  passed = print_table(row_cases, false) && passed;
+  passed = print_table(row_cases, false, ceilings) && passed;
 
   std::printf(
       "## Method\n\n"
       "Kernel runtime only: each kernel is called through its own `arb_kernel.launch` pointer (the plugin's "
-      "C++ trampoline included, dispatch not), synchronously on one thread; OpenBLAS may use its own threads. "
+      "C++ trampoline included, dispatch not), synchronously on one thread; OpenBLAS and oneDNN (OpenMP) may use "
+      "their own threads, so their fractions of the one-core peak can exceed 100%%: compare them with the all-core one. "
       "Timer: `std::chrono::steady_clock` around a batch of back-to-back launches; the time per call is the batch "
       "time divided by its length. Warm-up: one checked launch, then at least 3 launches and %.0f ms per kernel "
       "and problem, which also sizes the batch to about %.1f ms. Samples: %d batches per kernel, taken "
