@@ -41,7 +41,7 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
   // Runs before dispatcher_ is built: the table is loaded here, once.
   if (!config_.table.path.empty()) {
     try {
-      table_ = std::make_unique<TableIndex>(load_table_file(config_.table.path, config_.table.max_file_bytes()), devices_, registry_, gate_);
+      table_ = TableIndex::load(config_.table.path, config_.table.max_file_bytes(), devices_, registry_, gate_);
     } catch (const Failure& e) {
       table_error_ = e.what();
       logger().error("tuning table unusable, continuing without it: {}", table_error_);

@@ -10,12 +10,23 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace arbiter {
 
 // An empty table if the file does not exist; Failure(ARB_ERR_TABLE) if it cannot be read
 // or parsed, or is larger than `limit` bytes (table.max_file_mib).
 TuningTable load_table_file(const std::string& path, size_t limit = kTextFileLimit);
+
+// The same, keeping only the entries of the devices in `keep` (the rest are checked, counted in
+// left_out() and dropped as they are read): memory in proportion to what is kept. The file is
+// read in pieces through WrittenTableReader; text it does not know is read whole by toml++.
+// For readers only: a table loaded so must never be written back.
+TuningTable load_table_file(const std::string& path, size_t limit, const std::vector<std::string>& keep);
+
+// Feeds the file's lines to `reader` in pieces of 1 MiB (the caller calls finish()). False
+// where the reader gave up, or the file cannot be read so; read_text_file then says why.
+bool feed_table_file(const std::string& path, size_t limit, WrittenTableReader& reader);
 
 // Under the lock: reads the current table (empty if absent), lets `update` change it,
 // writes it back atomically. If the current file is corrupt the update fails

@@ -6,11 +6,15 @@
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "problem/problem_text.hpp"
+#include "common/text_file.hpp"
+#include "table/table_file.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 
 namespace arbiter {
 
@@ -42,36 +46,125 @@ std::string stale_reason(const TableEntry& e, const KernelRegistry& registry, co
   return "";
 }
 
-TableIndex::TableIndex(const TuningTable& table, const Devices& devices, const KernelRegistry& registry,
-                       VerificationGate& gate) {
-  std::vector<std::string> here;  // this machine's devices
+std::vector<std::string> device_ids(const Devices& devices) {
+  std::vector<std::string> ids;
   for (const Device* d : {devices.cpu, devices.cuda})
-    if (d != nullptr) here.push_back(d->fingerprint().id());
-  for (const TableEntry& e : table.entries()) {
+    if (d != nullptr) ids.push_back(d->fingerprint().id());
+  return ids;
+}
+
+TableIndex::TableIndex(TuningTable table, const Devices& devices, const KernelRegistry& registry,
+                       VerificationGate& gate)
+    : registry_(registry), gate_(gate), other_devices_(table.left_out()) {
+  const std::vector<std::string> here = device_ids(devices);
+  for (TableEntry& e : table.take_entries()) {
     if (std::find(here.begin(), here.end(), e.device) == here.end()) {
       ++other_devices_;
       continue;
     }
+    Pending pending;
+    pending.text = keep_text(e.key, {});
+    pending.key_size = e.key.size();
+    pending.entry = std::make_unique<TableEntry>(std::move(e));
+    const size_t key_hash = std::hash<std::string_view>{}(pending.key());
+    add_pending(std::move(pending), key_hash);
+  }
+}
+
+std::unique_ptr<TableIndex> TableIndex::load(const std::string& path, size_t limit, const Devices& devices,
+                                             const KernelRegistry& registry, VerificationGate& gate) {
+  std::unique_ptr<TableIndex> index(new TableIndex(registry, gate));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return index;
+  const std::vector<std::string> here = device_ids(devices);
+  WrittenTableReader reader(&here, [&](const TableEntry& e, std::string_view lines, size_t key_hash) {
+    Pending pending;
+    pending.text = index->keep_text(e.key, lines);
+    pending.key_size = e.key.size();
+    index->add_pending(std::move(pending), key_hash);
+  });
+  TuningTable rest;  // devices only: the entries went to the sink
+  if (feed_table_file(path, limit, reader) && reader.finish(rest)) {
+    index->other_devices_ = rest.left_out();
+    return index;
+  }
+  // Not the writer's text: toml++ reads it (or says what is wrong with it).
+  TuningTable table = TuningTable::parse_general(read_text_file(path, "tuning table", ARB_ERR_TABLE, limit), path);
+  table.keep_only(here);
+  return std::make_unique<TableIndex>(std::move(table), devices, registry, gate);
+}
+
+std::string_view TableIndex::keep_text(std::string_view a, std::string_view b) {
+  const size_t size = a.size() + b.size();
+  if (size > arena_left_) {
+    const size_t block = std::max(size, size_t(1) << 20);
+    arena_.push_back(std::unique_ptr<char[]>(new char[block]));
+    arena_next_ = arena_.back().get();
+    arena_left_ = block;
+  }
+  char* const text = arena_next_;
+  if (!a.empty()) std::memcpy(text, a.data(), a.size());
+  if (!b.empty()) std::memcpy(text + a.size(), b.data(), b.size());
+  arena_next_ += size;
+  arena_left_ -= size;
+  return {text, size};
+}
+
+void TableIndex::add_pending(Pending&& pending, size_t key_hash) {
+  Pending& p = pending_.emplace_back(std::move(pending));
+  auto [it, inserted] = unchecked_.emplace(Key{p.key(), key_hash}, &p);
+  if (!inserted) {
+    p.earlier = it->second;
+    it->second = &p;
+  }
+}
+
+void TableIndex::check_key(std::string_view key, bool quiet) const {
+  auto it = unchecked_.find(key_of(key));
+  if (it == unchecked_.end()) return;
+  std::vector<Pending*> chain;  // the latest first
+  for (Pending* p = it->second; p != nullptr; p = p->earlier) chain.push_back(p);
+  unchecked_.erase(it);
+  for (auto at = chain.rbegin(); at != chain.rend(); ++at) {
+    Pending& p = **at;
+    p.checked = true;
+    TableEntry e;
+    if (p.entry) {
+      e = std::move(*p.entry);
+      p.entry.reset();
+    } else if (!WrittenTableReader::parse_entry(p.text.substr(p.key_size), e)) {
+      fail(ARB_ERR_INTERNAL, "tuning table: an entry read at load does not read again");  // cannot happen
+    }
     arb_problem problem{};
-    if (std::string why = stale_reason(e, registry, gate, &problem); !why.empty()) {
+    if (std::string why = stale_reason(e, registry_, gate_, &problem); !why.empty()) {
+      if (!quiet) logger().warn("tuning table: the entry of '{}' ({}) is stale, ignored: {}", e.key, e.kernel, why);
       stale_.push_back({e.key, e.kernel, why});
       continue;
     }
-    const KernelRecord* kernel = registry.find(e.kernel);
+    const KernelRecord* kernel = registry_.find(e.kernel);
     Verdict verdict;
     verdict.passed = true;
     verdict.detail = e.verification.empty() ? "passed (tuning table)" : e.verification;
-    if (e.verified) gate.remember_from_table(*kernel, problem, verdict);  // a claim, re-checked on first use
-    items_.push_back({e, kernel, problem, problem_class_key(problem)});
-    by_key_[e.key] = &items_.back();
+    if (e.verified) gate_.remember_from_table(*kernel, problem, verdict);  // a claim, re-checked on first use
+    Item& item = items_.emplace_back(Item{std::move(e), kernel, problem, problem_class_key(problem)});
+    by_key_[item.entry.key] = &item;
   }
-  if (!stale_.empty())
+}
+
+void TableIndex::check_all() const {
+  if (all_checked_) return;
+  const size_t stale_before = stale_.size();
+  for (const Pending& p : pending_)
+    if (!p.checked) check_key(p.key(), true);  // one warning below
+  all_checked_ = true;
+  if (stale_.size() > stale_before)
     logger().warn("tuning table: {} stale entries ignored (first: '{}': {}); `arbiter table show` lists them",
-                  stale_.size(), stale_.front().key, stale_.front().reason);
+                  stale_.size() - stale_before, stale_[stale_before].key, stale_[stale_before].reason);
 }
 
 std::optional<TableHit> TableIndex::lookup(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  check_key(key);
   auto it = by_key_.find(key);
   if (it == by_key_.end()) return std::nullopt;
   return TableHit{&it->second->entry, it->second->kernel};
@@ -79,6 +172,7 @@ std::optional<TableHit> TableIndex::lookup(const std::string& key) const {
 
 std::string TableIndex::why_not(const std::string& key) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  check_key(key);
   if (by_key_.count(key)) return "";
   for (const StaleEntry& s : stale_)
     if (s.key == key) return "the table's entry (" + s.kernel + ") is stale: " + s.reason;
@@ -87,6 +181,7 @@ std::string TableIndex::why_not(const std::string& key) const {
 
 std::optional<TableHit> TableIndex::nearest(const arb_problem& p, double* distance) const {
   std::lock_guard<std::mutex> lock(mutex_);
+  check_all();
   const std::string wanted = problem_class_key(p);
   auto log_gap = [](int64_t a, int64_t b) {
     return std::fabs(std::log2(static_cast<double>(a)) - std::log2(static_cast<double>(b)));
@@ -112,6 +207,7 @@ std::optional<TableHit> TableIndex::nearest(const arb_problem& p, double* distan
 
 void TableIndex::add(const TableEntry& entry, const KernelRecord& kernel) {
   std::lock_guard<std::mutex> lock(mutex_);
+  check_key(entry.key);  // the file's entry first, so that this one replaces it
   const arb_problem problem = parse_problem(entry.key).problem;
   items_.push_back({entry, &kernel, problem, problem_class_key(problem)});
   by_key_[entry.key] = &items_.back();
@@ -119,6 +215,7 @@ void TableIndex::add(const TableEntry& entry, const KernelRecord& kernel) {
 
 std::vector<TableEntry> TableIndex::revoke(const KernelRecord& kernel, const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
+  check_all();  // an entry of this kernel checked later must not come back valid
   std::vector<TableEntry> marked;
   for (auto it = by_key_.begin(); it != by_key_.end();) {
     if (it->second->kernel != &kernel) {
@@ -135,8 +232,15 @@ std::vector<TableEntry> TableIndex::revoke(const KernelRecord& kernel, const std
   return marked;
 }
 
+const std::vector<StaleEntry>& TableIndex::stale() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_all();
+  return stale_;
+}
+
 size_t TableIndex::valid() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  check_all();
   return by_key_.size();
 }
 

@@ -1,6 +1,8 @@
-// The tuning table as one context uses it. On load every entry is checked against this
-// machine and these plugins:
-//   - entries of other devices are kept in the file but not used;
+// The tuning table as one context uses it. Every entry of this machine is checked against
+// this machine and these plugins, once, when its key is first looked up (or all at once when
+// the whole table is asked about: valid(), stale(), nearest(), revoke()); checking all 10,000
+// entries of a large table at load was two thirds of the load (docs/tuning.md):
+//   - entries of other devices are kept in the file but not used (nor held in memory);
 //   - an entry is stale, reported and ignored, when its kernel is not loaded, its plugin's
 //     version, build id or wrapped-library version changed, its key no longer parses, the
 //     kernel's supports() refuses it now, or it was never verified (and must be);
@@ -14,9 +16,12 @@
 
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace arbiter {
@@ -34,7 +39,12 @@ struct StaleEntry {
 
 class TableIndex {
  public:
-  TableIndex(const TuningTable& table, const Devices& devices, const KernelRegistry& registry, VerificationGate& gate);
+  // Entries of other devices count in other_devices(), with those the table left out.
+  TableIndex(TuningTable table, const Devices& devices, const KernelRegistry& registry, VerificationGate& gate);
+  // The table file at `path` (none: an empty index), read as load_table_file reads it, each entry
+  // of this machine kept as its text until it is checked. Failure(ARB_ERR_TABLE) as there.
+  static std::unique_ptr<TableIndex> load(const std::string& path, size_t limit, const Devices& devices,
+                                          const KernelRegistry& registry, VerificationGate& gate);
 
   std::optional<TableHit> lookup(const std::string& key) const;
   // Why no valid entry serves `key`: the stale reason, or that there is none.
@@ -49,22 +59,63 @@ class TableIndex {
   std::vector<TableEntry> revoke(const KernelRecord& kernel, const std::string& reason);
 
   size_t valid() const;
-  const std::vector<StaleEntry>& stale() const { return stale_; }
+  const std::vector<StaleEntry>& stale() const;
   size_t other_devices() const { return other_devices_; }
 
  private:
+  TableIndex(const KernelRegistry& registry, VerificationGate& gate) : registry_(registry), gate_(gate) {}
+
   struct Item {
     TableEntry entry;
     const KernelRecord* kernel;
     arb_problem problem;
     std::string problem_class;
   };
+  // An entry not checked yet: its key and lines as the file has them (WrittenTableReader::parse_entry
+  // reads them), or, from a table read by toml++, the entry itself.
+  struct Pending {
+    std::string_view text;  // the key, then the entry's lines (none from toml++); in arena_
+    size_t key_size = 0;
+    std::unique_ptr<TableEntry> entry;  // from toml++
+    bool checked = false;
+    Pending* earlier = nullptr;  // an unchecked entry of the same key earlier in the file (another device)
+    std::string_view key() const { return text.substr(0, key_size); }
+  };
+  // Copies a and b, one after the other, into arena_.
+  std::string_view keep_text(std::string_view a, std::string_view b);
+  void add_pending(Pending&& pending, size_t key_hash);
+  // A key with its std::hash, computed once: the reader has it already.
+  struct Key {
+    std::string_view text;
+    size_t hash;
+    bool operator==(const Key& other) const { return text == other.text; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& key) const { return key.hash; }
+  };
+  static Key key_of(std::string_view text) { return {text, std::hash<std::string_view>{}(text)}; }
+  // Checks the unchecked entries of `key` (under mutex_), as the file orders them.
+  void check_key(std::string_view key, bool quiet = false) const;
+  void check_all() const;
+
+  const KernelRegistry& registry_;
+  VerificationGate& gate_;
   mutable std::mutex mutex_;
-  std::deque<Item> items_;  // stable addresses
-  std::map<std::string, const Item*> by_key_;
-  std::vector<StaleEntry> stale_;
+  mutable std::deque<Item> items_;                                    // checked and valid; stable addresses
+  mutable std::deque<Pending> pending_;                               // in file order
+  std::vector<std::unique_ptr<char[]>> arena_;  // blocks of pending_'s texts: one allocation per MiB, not per entry
+  char* arena_next_ = nullptr;
+  size_t arena_left_ = 0;
+  mutable std::unordered_map<Key, Pending*, KeyHash> unchecked_;  // the last of each key; views into arena_
+  mutable std::map<std::string, const Item*> by_key_;                 // checked and valid
+  mutable std::vector<StaleEntry> stale_;
+  mutable bool all_checked_ = false;
   size_t other_devices_ = 0;
 };
+
+// The fingerprint ids of this machine's devices: the entries a context keeps
+// (load_table_file(path, limit, keep)).
+std::vector<std::string> device_ids(const Devices& devices);
 
 // The reason an entry is stale here, or "" if it is valid; on "" *problem is its problem.
 std::string stale_reason(const TableEntry& entry, const KernelRegistry& registry, const VerificationGate& gate,

@@ -13,10 +13,18 @@
 //
 // Parsing is strict: unknown keys, missing keys and wrong types are errors with the file,
 // line and column (Failure with ARB_ERR_TABLE), so a corrupt table is never half-used.
+//
+// Two readers, one result: WrittenTableReader reads exactly the text to_toml() writes, line by
+// line (some 15x faster than toml++ building the same table, whose parse was nearly all of a
+// 10,000-entry table's 600 ms load); any other text (keys reordered or re-spaced by hand, a
+// literal string, an escape it does not know) makes it give up, and the whole text goes to
+// toml++ (parse_general), which decides. docs/tuning.md, "Loading a large table".
 #pragma once
 
 #include "device/device.hpp"
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <string>
@@ -50,10 +58,22 @@ class TuningTable {
 
   // Throws Failure(ARB_ERR_TABLE, "source:line:column: what").
   static TuningTable parse(std::string_view toml, const std::string& source);
+  // The same through toml++ alone (what parse falls back to; tests compare the two).
+  static TuningTable parse_general(std::string_view toml, const std::string& source);
   std::string to_toml() const;
 
   const std::map<std::string, DeviceFingerprint>& devices() const { return devices_; }
   const std::vector<TableEntry>& entries() const { return entries_; }
+  // Entries of devices a reader was told not to keep (counted, not stored). A table with
+  // any left out must never be written back.
+  size_t left_out() const { return left_out_; }
+  // Moves the entries out, leaving the table without any.
+  std::vector<TableEntry> take_entries() {
+    index_.clear();
+    return std::move(entries_);
+  }
+  // Drops the entries of devices not in `keep` (counting them in left_out).
+  void keep_only(const std::vector<std::string>& keep);
 
   // Adds or replaces the entry of (key, device); registers the device.
   void put(const TableEntry& entry, const DeviceFingerprint& device);
@@ -69,10 +89,62 @@ class TuningTable {
 
  private:
   void reindex();
+  // The position of the entry of (key, device) whose hash is `hash`, or entries_.size().
+  size_t position(const std::string& key, const std::string& device, uint64_t hash) const;
+  friend class WrittenTableReader;
 
   std::map<std::string, DeviceFingerprint> devices_;  // by id
   std::vector<TableEntry> entries_;                    // in insertion order, unique (key, device)
-  std::unordered_map<std::string, size_t> index_;      // key + '\n' + device -> position
+  std::unordered_multimap<uint64_t, size_t> index_;    // entry_hash(key, device) -> position
+  size_t left_out_ = 0;
+};
+
+// The fast reader of to_toml()'s own text, fed one line at a time, so that a file can be read
+// in pieces. line() and finish() return false at the first thing outside
+// that text; the caller then reads the whole text with parse_general. It never accepts text
+// that parse_general rejects or reads differently (tools/fuzz/fuzz_table.cpp checks this).
+class WrittenTableReader {
+ public:
+  // Each kept entry as read, with its lines (key = value, each ending in '\n'), which
+  // parse_entry reads again, and std::hash of its key. Called before finish() knows that the
+  // whole text is the writer's.
+  using Sink = std::function<void(const TableEntry& entry, std::string_view lines, size_t key_hash)>;
+  // keep: the device ids whose entries are stored (nullptr: all); the rest are only checked.
+  // With a sink, kept entries go to it instead of the table.
+  explicit WrittenTableReader(const std::vector<std::string>* keep = nullptr, Sink sink = {})
+      : keep_(keep), sink_(std::move(sink)) {}
+  // One line, with or without its '\n'.
+  bool line(std::string_view line);
+  // Before the caller reuses the buffer that the lines passed so far are in.
+  void flush();
+  // The table, if everything read was the writer's text.
+  bool finish(TuningTable& out);
+  // Feeds a whole text; false if it is not the writer's.
+  static bool read(std::string_view text, TuningTable& out, const std::vector<std::string>* keep = nullptr);
+  // An entry's lines as a sink received them.
+  static bool parse_entry(std::string_view lines, TableEntry& out);
+
+ private:
+  enum class Phase { start, root, device, entry };
+  bool end_section();
+  bool complete_entry();
+  // Reads the line of the field into e; a string field only checked unless `store`.
+  static bool entry_field(size_t field, std::string_view line, TableEntry& e, bool store);
+
+  const std::vector<std::string>* keep_;
+  Sink sink_;
+  std::string raw_;       // the lines of the entry being read, for the sink, once copied
+  std::string_view span_;  // and those not copied yet
+  TuningTable table_;
+  Phase phase_ = Phase::start;
+  size_t field_ = 0;  // the next key expected in the current section
+  std::string device_id_;
+  std::string known_device_;  // the id of a device of devices_ that the last entry named
+  uint64_t known_device_hash_ = 0;
+  DeviceFingerprint device_;
+  TableEntry entry_;
+  bool store_ = true;  // whether the entry being read is kept in the table (not checked only)
+  std::vector<uint64_t> seen_;  // hashes of (key, device) of every entry: duplicates
 };
 
 // The current time as the table writes it.
