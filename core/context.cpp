@@ -93,6 +93,14 @@ void Context::record_in_file(const std::string& path, const TableEntry& entry) {
       path, [&](TuningTable& table) { table.put(entry, fingerprint); }, config_.table.max_file_bytes());
 }
 
+void Context::run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
+                          void* stream) {
+  const std::unique_ptr<ShadowCapture> check = shadow_.capture(*selection.kernel, problem, operands, stream);
+  kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
+                selection.workspace_bytes, stream);
+  if (check) judge(*check, selection, problem, operands, stream);
+}
+
 void Context::judge(const ShadowCapture& check, const Selection& selection, const arb_problem& problem,
                     const arb_operands& operands, void* stream) {
   const ShadowOutcome outcome = shadow_.judge(check, *selection.kernel, problem, operands, stream);

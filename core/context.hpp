@@ -55,13 +55,10 @@ class Context {
   // The same with the selection already made (a plan's).
   void run_selection(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
                      void* stream) {
-    std::unique_ptr<ShadowCapture> check;  // a pointer: nothing to build on the unchecked path
     if (check_due(selection)) [[unlikely]]
-      check = shadow_.capture(*selection.kernel, problem, operands, stream);
+      return run_checked(selection, problem, operands, stream);
     kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
                   selection.workspace_bytes, stream);
-    if (check) [[unlikely]]
-      judge(*check, selection, problem, operands, stream);
   }
   // The shadow checks so far (verify.shadow_one_in).
   ShadowCheck::Counts shadow_counts() const { return shadow_.counts(); }
@@ -78,6 +75,10 @@ class Context {
       return true;
     return shadow_one_in_ != 0 && shadow_check_due(shadow_one_in_);
   }
+  // A checked call, out of line so that the unchecked path stays small enough to inline: the
+  // inputs copied before the launch, the results judged after.
+  void run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
+                   void* stream);
   // After a checked call: on a mismatch the kernel is quarantined and the call runs again with
   // the next choice, so the caller still gets a verified kernel's answer.
   void judge(const ShadowCapture& check, const Selection& selection, const arb_problem& problem,

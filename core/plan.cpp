@@ -36,20 +36,24 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
   PlanSlots slots;
   op.plan_slots(args, problem_, slots);
   element_misalignment_ = static_cast<uint64_t>(dtype_size(problem_.dtype)) - 1;
-  bool* used = used_;
+  alignment_mask_ = (static_cast<uint64_t>(problem_.alignment) - 1) | element_misalignment_;
   for (int i = 0; i < ARB_PLAN_MAX_TENSORS; ++i) {
     names_[i] = slots[i].name;
-    used[i] = slots[i].tensor != nullptr;
-    offsets_[i] = slots[i].offset;
-    bytes_[i] = used[i] ? span_of(*slots[i].tensor) : 0;
+    used_[i] = slots[i].tensor != nullptr;
+    if (!used_[i]) {
+      unused_[unused_count_++] = static_cast<int8_t>(i);
+      continue;
+    }
+    bytes_[i] = span_of(*slots[i].tensor);
+    uses_[used_count_++] = {static_cast<int8_t>(i), static_cast<uint32_t>(slots[i].offset), UINT64_MAX - bytes_[i]};
   }
   // Every output against every other tensor it must not overlap (or must be).
   for (int out = 0; out < ARB_PLAN_MAX_TENSORS; ++out) {
-    if (!used[out] || !slots[out].output) continue;
+    if (!used_[out] || !slots[out].output) continue;
     for (int other = 0; other < ARB_PLAN_MAX_TENSORS; ++other) {
-      if (other == out || !used[other] || (slots[other].output && other < out)) continue;  // each pair once
+      if (other == out || !used_[other] || (slots[other].output && other < out)) continue;  // each pair once
       const bool same = slots[other].same_as == out || slots[out].same_as == other;
-      pairs_[pair_count_++] = {static_cast<int8_t>(out), static_cast<int8_t>(other), same};
+      pairs_[pair_count_++] = {static_cast<int8_t>(out), static_cast<int8_t>(other), same, bytes_[out], bytes_[other]};
     }
   }
   const uint64_t generation = context_.dispatcher().generation();  // before: a later forget is seen

@@ -48,27 +48,31 @@ class Plan {
   bool bind(const arb_plan_operands& data, arb_operands& operands) const {
     if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE) [[unlikely]]
       refuse(data);
+    uint64_t stray = 0;  // the slots the op does not use must be NULL
+    for (int k = 0; k < unused_count_; ++k) stray |= reinterpret_cast<uint64_t>(data.tensors[unused_[k]]);
+    bool bad = stray != 0;
     uint64_t addresses = 0;
-    for (int i = 0; i < kSlots; ++i) {  // a fixed count: unrolled
-      const auto address = reinterpret_cast<uint64_t>(data.tensors[i]);
-      if (!used_[i]) {
-        if (address != 0) [[unlikely]]
-          refuse(data);
-        continue;
-      }
-      if (address == 0 || (address & element_misalignment_) != 0 || address > UINTPTR_MAX - bytes_[i]) [[unlikely]]
-        refuse(data);
+    for (int k = 0; k < used_count_; ++k) {
+      const Use& use = uses_[k];
+      const auto address = reinterpret_cast<uint64_t>(data.tensors[use.slot]);
+      bad |= address - 1 >= use.last_start;  // NULL (wraps to the top) or spans past the address space
       addresses |= address;
-      __builtin_memcpy(reinterpret_cast<char*>(&operands) + offsets_[i], &data.tensors[i], sizeof(void*));
+      __builtin_memcpy(reinterpret_cast<char*>(&operands) + use.offset, &data.tensors[use.slot], sizeof(void*));
     }
     for (int k = 0; k < pair_count_; ++k) {
       const Pair& pair = pairs_[k];
       const auto out = reinterpret_cast<uint64_t>(data.tensors[pair.output]);
       const auto in = reinterpret_cast<uint64_t>(data.tensors[pair.input]);
-      if (pair.same ? out != in : (out < in + bytes_[pair.input] && in < out + bytes_[pair.output])) [[unlikely]]
-        refuse(data);
+      bad |= pair.same ? out != in : (out < in + pair.input_bytes && in < out + pair.output_bytes);
     }
-    return (addresses & (static_cast<uint64_t>(problem_.alignment) - 1)) == 0;
+    if (bad) [[unlikely]]
+      refuse(data);
+    // One test for the common case: aligned as the plan's addresses were (which includes the
+    // dtype's alignment). Otherwise refused (not aligned for the dtype) or less aligned.
+    if ((addresses & alignment_mask_) == 0) [[likely]]
+      return true;
+    if ((addresses & element_misalignment_) != 0) refuse(data);
+    return false;
   }
   // Addresses less aligned than the plan's: dispatched for their own alignment class (a
   // selection lookup per run; the kernel for that class chosen, and verified, once).
@@ -89,6 +93,14 @@ class Plan {
   struct Pair {
     int8_t output, input;
     bool same;
+    uint64_t output_bytes, input_bytes;
+  };
+  // A slot the op uses: where its address goes in arb_operands, and the highest address its
+  // span can start at minus one (an address above it, or NULL, is refused).
+  struct Use {
+    int8_t slot;
+    uint32_t offset;
+    uint64_t last_start;
   };
 
   Context& context_;
@@ -96,9 +108,13 @@ class Plan {
   arb_operands operands_;  // the scalars; addresses filled per run
   const char* names_[ARB_PLAN_MAX_TENSORS] = {};
   uint64_t element_misalignment_ = 0;  // element size - 1: every address is aligned for the dtype
+  uint64_t alignment_mask_ = 0;        // the plan's alignment - 1, with element_misalignment_
   bool used_[ARB_PLAN_MAX_TENSORS] = {};
-  size_t offsets_[ARB_PLAN_MAX_TENSORS] = {};
   uint64_t bytes_[ARB_PLAN_MAX_TENSORS] = {};
+  Use uses_[ARB_PLAN_MAX_TENSORS] = {};
+  int used_count_ = 0;
+  int8_t unused_[ARB_PLAN_MAX_TENSORS] = {};
+  int unused_count_ = 0;
   Pair pairs_[ARB_PLAN_MAX_TENSORS * ARB_PLAN_MAX_TENSORS] = {};
   int pair_count_ = 0;
   std::atomic<const Selection*> selection_{nullptr};  // stored before generation_, both under select_mutex_

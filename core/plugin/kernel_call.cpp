@@ -48,21 +48,14 @@ size_t kernel_workspace_bytes(const KernelRecord& kernel, const arb_problem& pro
   return bytes;
 }
 
-void kernel_launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
-                   void* workspace, size_t workspace_bytes, void* stream) {
-  char message[kKernelMessageCapacity];
-  message[0] = '\0';
-  arb_status status;
-  try {
-    status = kernel.abi.launch(kernel.abi.ctx, &problem, &operands, workspace, workspace_bytes, stream, message,
-                               sizeof message);
-  } catch (...) {
-    fail(ARB_ERR_KERNEL, fmt::format("kernel {} {}", kernel.name, kThrew));
-  }
-  if (status == ARB_OK) return;
-  message[sizeof message - 1] = '\0';
+void kernel_launch_failed(const KernelRecord& kernel, arb_status status, char* message) {
+  message[kKernelMessageCapacity - 1] = '\0';
   fail(kernel_status(status),
        fmt::format("kernel {} failed (status {}): {}", kernel.name, static_cast<int>(status), message));
+}
+
+void kernel_launch_threw(const KernelRecord& kernel) {
+  fail(ARB_ERR_KERNEL, fmt::format("kernel {} {}", kernel.name, kThrew));
 }
 
 std::string float_control_left_changed(const KernelRecord& kernel, const FloatControl& before) {

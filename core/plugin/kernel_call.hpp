@@ -23,10 +23,26 @@ bool kernel_supports(const KernelRecord& kernel, const arb_problem& problem, std
 // Throws Failure(ARB_ERR_KERNEL) when the kernel cannot size it.
 size_t kernel_workspace_bytes(const KernelRecord& kernel, const arb_problem& problem);
 
+// Failure for a launch that returned `status` with `message`, or that threw.
+[[noreturn]] void kernel_launch_failed(const KernelRecord& kernel, arb_status status, char* message);
+[[noreturn]] void kernel_launch_threw(const KernelRecord& kernel);
+
 // launch(). Throws Failure with the kernel's status (ARB_ERR_KERNEL for a status the ABI
-// does not define) and its message.
-void kernel_launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
-                   void* workspace, size_t workspace_bytes, void* stream);
+// does not define) and its message. Inline: dispatch's hot path ends here.
+inline void kernel_launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
+                          void* workspace, size_t workspace_bytes, void* stream) {
+  char message[kKernelMessageCapacity];
+  message[0] = '\0';
+  arb_status status;
+  try {
+    status = kernel.abi.launch(kernel.abi.ctx, &problem, &operands, workspace, workspace_bytes, stream, message,
+                               sizeof message);
+  } catch (...) {
+    kernel_launch_threw(kernel);
+  }
+  if (status != ARB_OK) [[unlikely]]
+    kernel_launch_failed(kernel, status, message);
+}
 
 // kernel_launch(), watched for state the launch leaves behind on the calling thread: a
 // floating-point control (float_control.hpp) other than `before` is put back, and the launch
