@@ -3,6 +3,7 @@
 // points to.
 #pragma once
 
+#include "common/hot_path.hpp"
 #include "config/config.hpp"
 #include "device/device.hpp"
 #include "device/workspace_pool.hpp"
@@ -53,8 +54,8 @@ class Context {
     run_selection(dispatcher_.select(problem), problem, operands, stream);
   }
   // The same with the selection already made (a plan's).
-  void run_selection(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
-                     void* stream) {
+  ARBITER_HOT_INLINE void run_selection(const Selection& selection, const arb_problem& problem,
+                                       const arb_operands& operands, void* stream) {
     if (check_due(selection)) [[unlikely]]
       return run_checked(selection, problem, operands, stream);
     kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
@@ -69,7 +70,7 @@ class Context {
 
  private:
   void write_entry(const TableEntry& entry);  // the file only
-  bool check_due(const Selection& selection) noexcept {
+  ARBITER_HOT_INLINE bool check_due(const Selection& selection) noexcept {
     if (selection.first_calls_left.load(std::memory_order_relaxed) > 0 &&
         selection.first_calls_left.fetch_sub(1, std::memory_order_relaxed) > 0) [[unlikely]]
       return true;
@@ -87,7 +88,7 @@ class Context {
   // every cached choice forgotten, and the event logged with the problem.
   void quarantine(const KernelRecord& kernel, const arb_problem& problem, const std::string& reason);
   // Host memory for CPU kernels; for a GPU, device memory private to this thread and stream.
-  void* workspace(const arb_problem& problem, size_t bytes, void* stream) {
+  ARBITER_HOT_INLINE void* workspace(const arb_problem& problem, size_t bytes, void* stream) {
     return problem.device_type == kDLCPU ? workspace_.host(bytes)
                                          : workspace_.device(devices_.of(problem.device_type), bytes, stream);
   }

@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <utility>
+
 namespace arbiter {
 namespace {
 
@@ -53,12 +56,34 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
     for (int other = 0; other < ARB_PLAN_MAX_TENSORS; ++other) {
       if (other == out || !used_[other] || (slots[other].output && other < out)) continue;  // each pair once
       const bool same = slots[other].same_as == out || slots[out].same_as == other;
-      pairs_[pair_count_++] = {static_cast<int8_t>(out), static_cast<int8_t>(other), same, bytes_[out], bytes_[other]};
+      Pair& pair = pairs_[pair_count_++];
+      pair = {static_cast<int8_t>(out), static_cast<int8_t>(other), same, UINT64_MAX, UINT64_MAX};
+      if (same) continue;
+      // Spans below an address space's size: o + i - 1 cannot wrap. An empty span overlaps nothing.
+      const bool empty = bytes_[out] == 0 || bytes_[other] == 0;
+      pair.shift = empty ? 0 : bytes_[out] - 1;
+      pair.limit = empty ? 0 : bytes_[out] + bytes_[other] - 1;
     }
   }
+  binder_ = binder_for(used_count_, pair_count_);
   const uint64_t generation = context_.dispatcher().generation();  // before: a later forget is seen
   selection_.store(&context_.dispatcher().select(problem_), std::memory_order_release);
   generation_.store(generation, std::memory_order_release);
+}
+
+Plan::Binder Plan::binder_for(int used, int pairs) {
+  // table[used][pairs] = &bind_fixed<used, pairs>, for 0..kSlots tensors and 0..kMaxPairs pairs.
+  constexpr auto row = []<int kUsed, int... kPairs>(std::integral_constant<int, kUsed>,
+                                                    std::integer_sequence<int, kPairs...>) {
+    return std::array<Binder, kMaxPairs + 1>{&bind_fixed<kUsed, kPairs>...};
+  };
+  constexpr auto table = []<int... kUsed>(std::integer_sequence<int, kUsed...>, auto row) {
+    return std::array<std::array<Binder, kMaxPairs + 1>, kSlots + 1>{
+        row(std::integral_constant<int, kUsed>{}, std::make_integer_sequence<int, kMaxPairs + 1>{})...};
+  }(std::make_integer_sequence<int, kSlots + 1>{}, row);
+  if (used < 0 || used > kSlots || pairs < 0 || pairs > kMaxPairs)
+    fail(ARB_ERR_INTERNAL, fmt::format("arb_plan_create: {} tensors and {} pairs is past the plan's limits", used, pairs));
+  return table[used][pairs];
 }
 
 const Selection& Plan::select_again() {

@@ -24,7 +24,7 @@ class Plan {
   Plan& operator=(const Plan&) = delete;
 
   // The hot path: checks the addresses, then launches as Context::run does. Thread-safe.
-  void run(const arb_plan_operands& data, void* stream) {
+  ARBITER_HOT_INLINE void run(const arb_plan_operands& data, void* stream) {
     arb_operands operands = operands_;
     if (bind(data, operands)) [[likely]]
       context_.run_selection(selection(), problem_, operands, stream);
@@ -45,42 +45,55 @@ class Plan {
   static constexpr int kSlots = 5;
   static_assert(ARB_PLAN_MAX_TENSORS == kSlots, "arb_plan_operands grew: read the new slots by struct_size");
 
-  bool bind(const arb_plan_operands& data, arb_operands& operands) const {
+  ARBITER_HOT_INLINE bool bind(const arb_plan_operands& data, arb_operands& operands) const {
     if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE) [[unlikely]]
       refuse(data);
+    return binder_(*this, data, operands);
+  }
+  // bind() for a plan with `kUsed` tensors and `kPairs` output pairs: the counts as constants,
+  // so that the loops unroll into straight code (a third of a run was loop control).
+  template <int kUsed, int kPairs>
+  static bool bind_fixed(const Plan& plan, const arb_plan_operands& data, arb_operands& operands) {
     uint64_t stray = 0;  // the slots the op does not use must be NULL
-    for (int k = 0; k < unused_count_; ++k) stray |= reinterpret_cast<uint64_t>(data.tensors[unused_[k]]);
+#pragma GCC unroll 8
+    for (int k = 0; k < kSlots - kUsed; ++k) stray |= reinterpret_cast<uint64_t>(data.tensors[plan.unused_[k]]);
     bool bad = stray != 0;
     uint64_t addresses = 0;
-    for (int k = 0; k < used_count_; ++k) {
-      const Use& use = uses_[k];
+#pragma GCC unroll 8
+    for (int k = 0; k < kUsed; ++k) {
+      const Use& use = plan.uses_[k];
       const auto address = reinterpret_cast<uint64_t>(data.tensors[use.slot]);
       bad |= address - 1 >= use.last_start;  // NULL (wraps to the top) or spans past the address space
       addresses |= address;
       __builtin_memcpy(reinterpret_cast<char*>(&operands) + use.offset, &data.tensors[use.slot], sizeof(void*));
     }
-    for (int k = 0; k < pair_count_; ++k) {
-      const Pair& pair = pairs_[k];
-      const auto out = reinterpret_cast<uint64_t>(data.tensors[pair.output]);
-      const auto in = reinterpret_cast<uint64_t>(data.tensors[pair.input]);
-      bad |= pair.same ? out != in : (out < in + pair.input_bytes && in < out + pair.output_bytes);
+#pragma GCC unroll 16
+    for (int k = 0; k < kPairs; ++k) {
+      const Pair& pair = plan.pairs_[k];
+      const uint64_t distance = reinterpret_cast<uint64_t>(data.tensors[pair.output]) -
+                                reinterpret_cast<uint64_t>(data.tensors[pair.input]);
+      bad |= distance + pair.shift < pair.limit;
     }
     if (bad) [[unlikely]]
-      refuse(data);
+      plan.refuse(data);
     // One test for the common case: aligned as the plan's addresses were (which includes the
     // dtype's alignment). Otherwise refused (not aligned for the dtype) or less aligned.
-    if ((addresses & alignment_mask_) == 0) [[likely]]
+    if ((addresses & plan.alignment_mask_) == 0) [[likely]]
       return true;
-    if ((addresses & element_misalignment_) != 0) refuse(data);
+    if ((addresses & plan.element_misalignment_) != 0) plan.refuse(data);
     return false;
   }
+  using Binder = bool (*)(const Plan&, const arb_plan_operands&, arb_operands&);
+  static constexpr int kMaxPairs = kSlots * (kSlots - 1) / 2;  // each pair of tensors once
+  static Binder binder_for(int used, int pairs);
+
   // Addresses less aligned than the plan's: dispatched for their own alignment class (a
   // selection lookup per run; the kernel for that class chosen, and verified, once).
   void run_less_aligned(const arb_plan_operands& data, const arb_operands& operands, void* stream);
   // Why `data` was refused: the first check that fails, as a Failure.
   [[noreturn]] void refuse(const arb_plan_operands& data) const;
 
-  const Selection& selection() {
+  ARBITER_HOT_INLINE const Selection& selection() {
     if (generation_.load(std::memory_order_acquire) != context_.dispatcher().generation()) [[unlikely]]
       return select_again();
     return *selection_.load(std::memory_order_acquire);
@@ -89,11 +102,16 @@ class Plan {
   // with a newer generation.
   const Selection& select_again();
 
-  // An output and another tensor: disjoint, or (same) the very same memory.
+  // An output and another tensor: disjoint, or (same) the very same memory. Either is one
+  // unsigned comparison of their distance (output - input, modulo 2^64): bad when
+  // distance + shift < limit. Disjoint spans of o and i bytes overlap exactly when the
+  // distance lies in (-o, i), so shift = o - 1 and limit = o + i - 1 (spans that do not wrap,
+  // which bind checks in the same pass); the same memory is refused when the distance is not
+  // 0, so shift = limit = 2^64 - 1.
   struct Pair {
     int8_t output, input;
     bool same;
-    uint64_t output_bytes, input_bytes;
+    uint64_t shift, limit;
   };
   // A slot the op uses: where its address goes in arb_operands, and the highest address its
   // span can start at minus one (an address above it, or NULL, is refused).
@@ -115,8 +133,9 @@ class Plan {
   int used_count_ = 0;
   int8_t unused_[ARB_PLAN_MAX_TENSORS] = {};
   int unused_count_ = 0;
-  Pair pairs_[ARB_PLAN_MAX_TENSORS * ARB_PLAN_MAX_TENSORS] = {};
+  Pair pairs_[kMaxPairs] = {};
   int pair_count_ = 0;
+  Binder binder_ = nullptr;  // bind_fixed for used_count_ and pair_count_
   std::atomic<const Selection*> selection_{nullptr};  // stored before generation_, both under select_mutex_
   std::atomic<uint64_t> generation_{0};
   std::mutex select_mutex_;

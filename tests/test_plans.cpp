@@ -209,6 +209,42 @@ TEST_CASE("plans: bad addresses are refused with the reason, before any memory i
   CHECK_STATUS(arb_plan_explain(nullptr, nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "plan is NULL");
 }
 
+TEST_CASE("plans: an output is refused exactly when its span meets an input's, at every offset around both ends") {
+  // The run tests overlap as one unsigned comparison of the two addresses' distance
+  // (core/plan.hpp, Pair); here d slides over a, one element at a time, from wholly before it
+  // to wholly after it, and each run must be refused exactly when the spans intersect.
+  PublicContext context;
+  GemmData data(7);
+  GemmArgs args(data);
+  Plan plan(context.ctx, ARB_OP_GEMM, &args.args);
+  constexpr int64_t a_elements = GemmData::m * GemmData::k, d_elements = GemmData::m * GemmData::n;
+  // One buffer: [d's room before a][a][d's room after a], a 64-byte aligned in it.
+  Floats buffer(d_elements + a_elements + d_elements, 0.0f);
+  float* a = buffer.data() + d_elements;
+  std::copy(data.a.begin(), data.a.end(), a);
+  int refusals = 0, runs = 0;
+  for (int64_t start = 0; start + d_elements <= static_cast<int64_t>(buffer.size()); start += 16) {  // 64-byte steps
+    float* d = buffer.data() + start;
+    const bool overlaps = d < a + a_elements && a < d + d_elements;
+    std::copy(data.a.begin(), data.a.end(), a);  // a run before may have written over a's room
+    arb_plan_operands o = gemm_operands(data);
+    o.tensors[0] = a;
+    o.tensors[4] = d;
+    const arb_status status = arb_plan_run(plan.plan, &o, nullptr);
+    CAPTURE(start);
+    if (overlaps) {
+      CHECK(status == ARB_ERR_INVALID_ARGUMENT);
+      CHECK(std::string(arb_last_error()).find("tensors[4] (d) overlaps tensors[0] (a)") != std::string::npos);
+      ++refusals;
+    } else {
+      CHECK_MESSAGE(status == ARB_OK, arb_last_error());
+      ++runs;
+    }
+  }
+  CHECK(refusals > 0);  // both sides of the boundary were reached
+  CHECK(runs >= 2);     // d wholly before a and wholly after it
+}
+
 TEST_CASE("plans: addresses less aligned than the plan's run through dispatch for their alignment") {
   PublicContext context;
   GemmData data(6);  // 64-byte aligned: the plan's class is the row strides' (32 bytes)

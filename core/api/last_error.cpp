@@ -3,18 +3,17 @@
 #include <cstdio>
 
 namespace arbiter {
-namespace {
-thread_local char message_buffer[4096] = "";
+namespace detail {
+constinit thread_local char last_error_buffer[4096] = "";
 }
+using detail::last_error_buffer;
 
 arb_status set_last_error(arb_status status, const char* message) noexcept {
-  std::snprintf(message_buffer, sizeof message_buffer, "%s", message ? message : "");
+  std::snprintf(last_error_buffer, sizeof last_error_buffer, "%s", message ? message : "");
   return status;
 }
 
-void clear_last_error() noexcept { message_buffer[0] = '\0'; }
-
-const char* last_error() noexcept { return message_buffer; }
+const char* last_error() noexcept { return last_error_buffer; }
 
 const char* status_string(int32_t status) noexcept {
   switch (status) {

@@ -4,6 +4,7 @@
 // and turns a refusal or a failure into one error type: Failure, naming the kernel.
 #pragma once
 
+#include "common/hot_path.hpp"
 #include "plugin/float_control.hpp"
 #include "plugin/plugin_record.hpp"
 
@@ -29,8 +30,9 @@ size_t kernel_workspace_bytes(const KernelRecord& kernel, const arb_problem& pro
 
 // launch(). Throws Failure with the kernel's status (ARB_ERR_KERNEL for a status the ABI
 // does not define) and its message. Inline: dispatch's hot path ends here.
-inline void kernel_launch(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,
-                          void* workspace, size_t workspace_bytes, void* stream) {
+ARBITER_HOT_INLINE void kernel_launch(const KernelRecord& kernel, const arb_problem& problem,
+                                      const arb_operands& operands, void* workspace, size_t workspace_bytes,
+                                      void* stream) {
   char message[kKernelMessageCapacity];
   message[0] = '\0';
   arb_status status;
