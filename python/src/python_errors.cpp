@@ -31,6 +31,14 @@ const char* class_for(arb_status status) {
   throw nb::python_error();
 }
 
+}  // namespace
+
+void raise_error(arb_status status, const std::string& message) {
+  raise(error_class(class_for(status)), nb::make_tuple(static_cast<int>(status), message));
+}
+
+void raise_status(arb_status status) { raise_error(status, arb_last_error()); }
+
 std::string dtype_name(DLDataType dtype) {
   std::string name;
   switch (dtype.code) {
@@ -46,19 +54,15 @@ std::string dtype_name(DLDataType dtype) {
   return name;
 }
 
-}  // namespace
-
-void raise_error(arb_status status, const std::string& message) {
-  raise(error_class(class_for(status)), nb::make_tuple(static_cast<int>(status), message));
-}
-
-void raise_status(arb_status status) { raise_error(status, arb_last_error()); }
-
 void raise_dtype_error(const char* operand, DLDataType dtype) {
   raise(error_class("DTypeError"),
         nb::make_tuple(static_cast<int>(ARB_ERR_INVALID_ARGUMENT),
                        std::string(operand) + " has dtype " + dtype_name(dtype) +
                            ": arbiter's operations take float32, float16 and bfloat16"));
+}
+
+void raise_dtype_error(const std::string& message) {
+  raise(error_class("DTypeError"), nb::make_tuple(static_cast<int>(ARB_ERR_INVALID_ARGUMENT), message));
 }
 
 void needs_copy(const char* name) { raise(error_class("_NeedsCopy"), nb::make_tuple(name)); }

@@ -14,6 +14,10 @@ namespace arbiter::python {
 [[noreturn]] void raise_status(arb_status status);
 // A dtype the library has no kernels for: arbiter.DTypeError (a TypeError).
 [[noreturn]] void raise_dtype_error(const char* operand, DLDataType dtype);
+// arbiter.DTypeError with `message` (a dtype other than the one required).
+[[noreturn]] void raise_dtype_error(const std::string& message);
+// "float32", "bfloat16", "uint16"...
+std::string dtype_name(DLDataType dtype);
 // Raises arbiter.errors._NeedsCopy(name): a view the C ABI cannot express; the Python layer
 // copies that operand and calls again.
 [[noreturn]] void needs_copy(const char* name);

@@ -1,0 +1,97 @@
+#include "calls.hpp"
+
+#include "python_errors.hpp"
+
+#include <tuple>
+
+namespace arbiter::python {
+
+void describe_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
+                   const Output& d, uint32_t bf16, CallOperands& operands) {
+  Operand& oa = operands.slots[0];
+  Operand& ob = operands.slots[1];
+  Operand& oc = operands.slots[2];
+  Operand& obias = operands.slots[3];
+  make_operand(a, "a", bf16 & 1, oa);
+  make_operand(b, "b", bf16 & 2, ob);
+  if (c) make_operand(*c, "c", bf16 & 4, oc);
+  if (bias) make_operand(*bias, "bias", bf16 & 8, obias);
+  make_operand(d, "out", bf16 & 16, operands.slots[4]);
+  for (auto [operand, flag, name] :
+       {std::tuple{&oa, &operands.trans_a, "a"}, std::tuple{&ob, &operands.trans_b, "b"}}) {
+    switch (matrix_layout(*operand)) {
+      case Layout::as_is: break;
+      case Layout::transposed: transpose(*operand); *flag = 1; break;
+      case Layout::needs_copy: needs_copy(name);
+    }
+  }
+  if (c && matrix_layout(oc) != Layout::as_is) needs_copy("c");
+  if (bias && rows_layout(obias) != Layout::as_is) needs_copy("bias");
+}
+
+void describe_rmsnorm(const nb::ndarray<nb::ro>& x, const Input& residual, const nb::ndarray<nb::ro>& weight,
+                      const Output& y, uint32_t bf16, CallOperands& operands) {
+  Operand& ox = operands.slots[0];
+  Operand& oresidual = operands.slots[1];
+  Operand& oweight = operands.slots[2];
+  make_operand(x, "x", bf16 & 1, ox);
+  if (residual) make_operand(*residual, "residual", bf16 & 2, oresidual);
+  make_operand(weight, "weight", bf16 & 4, oweight);
+  make_operand(y, "out", bf16 & 8, operands.slots[3]);
+  if (rows_layout(ox) != Layout::as_is) needs_copy("x");
+  if (residual && rows_layout(oresidual) != Layout::as_is) needs_copy("residual");
+  if (rows_layout(oweight) != Layout::as_is) needs_copy("weight");
+}
+
+void describe_softmax(const nb::ndarray<nb::ro>& x, const Output& y, uint32_t bf16, CallOperands& operands) {
+  make_operand(x, "x", bf16 & 1, operands.slots[0]);
+  make_operand(y, "out", bf16 & 2, operands.slots[1]);
+  if (rows_layout(operands.slots[0]) != Layout::as_is) needs_copy("x");
+}
+
+arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta) {
+  arb_gemm_args args = ARB_GEMM_ARGS_INIT;
+  args.a = operands.slots[0].get();
+  args.b = operands.slots[1].get();
+  args.c = operands.slots[2].get();
+  args.bias = operands.slots[3].get();
+  args.d = operands.slots[4].get();
+  args.trans_a = operands.trans_a;
+  args.trans_b = operands.trans_b;
+  args.activation = activation;
+  args.alpha = alpha;
+  args.beta = beta;
+  return args;
+}
+
+arb_rmsnorm_args rmsnorm_args(const CallOperands& operands, float eps) {
+  arb_rmsnorm_args args = ARB_RMSNORM_ARGS_INIT;
+  args.x = operands.slots[0].get();
+  args.residual = operands.slots[1].get();
+  args.weight = operands.slots[2].get();
+  args.y = operands.slots[3].get();
+  args.eps = eps;
+  return args;
+}
+
+arb_softmax_args softmax_args(const CallOperands& operands) {
+  arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
+  args.x = operands.slots[0].get();
+  args.y = operands.slots[1].get();
+  return args;
+}
+
+const char* slot_name(int32_t op, int slot) {
+  static constexpr const char* kGemm[] = {"a", "b", "c", "bias", "out"};
+  static constexpr const char* kRmsNorm[] = {"x", "residual", "weight", "out", "-"};
+  static constexpr const char* kSoftmax[] = {"x", "out", "-", "-", "-"};
+  if (slot < 0 || slot >= ARB_PLAN_MAX_TENSORS) return "-";
+  switch (op) {
+    case ARB_OP_GEMM: return kGemm[slot];
+    case ARB_OP_RMSNORM: return kRmsNorm[slot];
+    case ARB_OP_SOFTMAX: return kSoftmax[slot];
+    default: return "-";
+  }
+}
+
+}  // namespace arbiter::python

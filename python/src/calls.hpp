@@ -1,0 +1,62 @@
+// The tensors of one operation as its C call takes them, shared by the calls, explain and plans:
+// each operand described over the caller's memory (operand.hpp), views normalised the way the
+// ABI can take them (a transposed GEMM operand becomes trans_a / trans_b), and an input view it
+// cannot take reported as _NeedsCopy (the Python layer copies it and calls again).
+#pragma once
+
+#include "operand.hpp"
+
+#include <arbiter/arbiter.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace arbiter::python {
+
+using Input = std::optional<nb::ndarray<nb::ro>>;
+using Output = nb::ndarray<>;
+
+// The operands in the order of the op's args struct, which is also the order of
+// arb_plan_operands' slots (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x, y).
+// Not copyable: each DLTensor points into its own Operand's shape and strides.
+struct CallOperands {
+  Operand slots[ARB_PLAN_MAX_TENSORS];
+  int32_t trans_a = 0, trans_b = 0;  // gemm: a, b given as transposed views
+
+  CallOperands() = default;
+  CallOperands(const CallOperands&) = delete;
+  CallOperands& operator=(const CallOperands&) = delete;
+};
+
+// `bf16` is a mask of the operands (bit i: the i-th, in argument order: gemm a, b, c, bias, out;
+// rmsnorm x, residual, weight, out; softmax x, out) that are NumPy bfloat16 arrays passed as uint16
+// views, to be read as bfloat16.
+void describe_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
+                   const Output& d, uint32_t bf16, CallOperands& operands);
+void describe_rmsnorm(const nb::ndarray<nb::ro>& x, const Input& residual, const nb::ndarray<nb::ro>& weight,
+                      const Output& y, uint32_t bf16, CallOperands& operands);
+void describe_softmax(const nb::ndarray<nb::ro>& x, const Output& y, uint32_t bf16, CallOperands& operands);
+
+arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta);
+arb_rmsnorm_args rmsnorm_args(const CallOperands& operands, float eps);
+arb_softmax_args softmax_args(const CallOperands& operands);
+
+// A report by arb_explain's buffer protocol (ask for the size, then fill) into `text`, without
+// raising, so that it can run without the GIL. `write(buffer, capacity, &length)` makes the call.
+template <typename Write>
+arb_status read_report(Write write, std::string& text) {
+  size_t length = 0;
+  arb_status status = write(nullptr, 0, &length);
+  if (status != ARB_OK && status != ARB_ERR_BUFFER_TOO_SMALL) return status;
+  text.assign(length, '\0');
+  status = write(text.data(), text.size(), &length);
+  text.resize(status == ARB_OK && length > 0 ? length - 1 : 0);  // without the NUL
+  return status;
+}
+
+// The Python names of an op's operands in slot order (the output is `out`, as the caller passes it).
+const char* slot_name(int32_t op, int slot);
+
+}  // namespace arbiter::python
