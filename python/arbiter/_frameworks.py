@@ -6,10 +6,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import InvalidArgumentError, _NeedsCopy
+
 try:  # NumPy has no bfloat16 of its own; ml_dtypes' is the one JAX and others use.
     from ml_dtypes import bfloat16 as _np_bfloat16
 except ImportError:  # pragma: no cover - ml_dtypes is a dependency of the package
     _np_bfloat16 = None
+
+# What makes a fast-path call fall back to the general path: a view to copy (_NeedsCopy), an
+# operand nanobind cannot take as it is (TypeError: NumPy bfloat16, a read-only output, no array
+# at all), an unknown activation (KeyError), a wrong rank (IndexError). None of them has called
+# the library, so nothing was written.
+RETRY_IN_GENERAL_PATH = (_NeedsCopy, TypeError, KeyError, IndexError, AttributeError)
 
 
 class NumPy:
@@ -178,3 +186,40 @@ def bfloat16_views(operands):
             mask |= 1 << i
         views.append(x)
     return mask, views
+
+
+def check_residual_target(fw, x, residual):
+    """rmsnorm with a residual writes x (x += residual): refuses an x of `fw` that is read-only."""
+    if residual is not None and not fw.writable(x):
+        raise InvalidArgumentError(1, f"rmsnorm with a residual updates x in place, and this {fw.name} array is read-only")
+
+
+def call_with_copies(out, operands, copyable, call, names=None):
+    """Returns `call(operands, bfloat16_mask)`; where the extension says an input's view cannot be
+    expressed, copies that input (with its own framework) and calls again. The last operand is
+    the output, which is never copied (the result would be lost): a read-only one is refused
+    here. `copyable` names the inputs that may be copied; `names` all inputs, in order (default:
+    `copyable`)."""
+    names = names or copyable
+    out_framework = framework_of(out)
+    if not out_framework.writable(out):
+        raise InvalidArgumentError(1, f"out is read-only (a {out_framework.name} array): the result cannot be written into it")
+    mask = 0
+    if any(getattr(x, "dtype", None) is BFLOAT16 for x in operands):  # any: a mixed call is named by dtype
+        mask, operands = bfloat16_views(operands)
+    for _ in range(len(operands)):
+        try:
+            return call(operands, mask)
+        except _NeedsCopy as need:
+            name = need.args[0]
+            if name not in copyable:
+                raise InvalidArgumentError(
+                    1, f"{name} is written in place, so it must be a view the library can take as it is: a "
+                    "unit last stride and rows that collapse into one stride (a copy would not be updated)"
+                ) from None
+            i = names.index(name)
+            original = operands[i]
+            copy = framework_of(original).contiguous(original)
+            operands = list(operands)
+            operands[i] = copy
+    raise AssertionError("unreachable: every operand copied")  # pragma: no cover

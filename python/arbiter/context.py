@@ -10,17 +10,13 @@ from typing import Callable, Iterable, Optional, Union
 
 import numpy as np
 
-from . import _frameworks, reports
+from . import _frameworks, plans, reports
 from ._arbiter import _Context
-from .errors import InvalidArgumentError, _NeedsCopy
+from .errors import InvalidArgumentError
 
 _ndarray = np.ndarray
 _NumPy = _frameworks.NumPy
-# What makes a fast-path call fall back to the general path: a view to copy (_NeedsCopy), an
-# operand nanobind cannot take as it is (TypeError: NumPy bfloat16, a read-only output, no array
-# at all), an unknown activation (KeyError), a wrong rank (IndexError). None of them has called
-# the library, so nothing was written.
-_RETRY_IN_GENERAL_PATH = (_NeedsCopy, TypeError, KeyError, IndexError, AttributeError)
+_RETRY_IN_GENERAL_PATH = _frameworks.RETRY_IN_GENERAL_PATH
 
 _ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 2, "gelu_erf": 3, "silu": 4}
 
@@ -112,6 +108,54 @@ class Context:
         except _RETRY_IN_GENERAL_PATH:
             return self._softmax(x, out, False)
 
+    # ---- plans: an operation bound once, run many times ----------------------------------
+
+    def plan_gemm(self, a, b, bias=None, c=None, alpha: float = 1.0, beta: float = 0.0, act: str = "none",
+                  out=None) -> "plans.GemmPlan":
+        """The arguments of :meth:`gemm`, bound once: checked, the kernel chosen (and verified)
+        now. ``plan.run(a, b, bias=None, c=None, out=None)`` then takes tensors of the same shapes,
+        strides, dtype and device; alpha, beta and act are the plan's. `out` only describes the
+        output (nothing is written); c given as `out` itself makes a plan in place."""
+        fw = _frameworks.framework_of(a)
+        activation = _activation(act)
+        if beta == 0:
+            c = None  # never read, so not part of the plan
+        if out is None:
+            out = fw.empty(self._gemm_shape(a, b), a)  # describes the runs' outputs; nothing is written
+        c_plan = _frameworks.call_with_copies(out, [a, b, c, bias, out], ("a", "b", "c", "bias"), lambda ops, mask: (
+            self._c.plan_gemm(ops[0], ops[1], ops[2], ops[3], ops[4], activation, alpha, beta, mask)))
+        return plans.GemmPlan(self, c_plan, tuple(out.shape), uses_c=c is not None)
+
+    def plan_rmsnorm(self, x, weight, eps: float = 1e-6, residual=None, out=None) -> "plans.RMSNormPlan":
+        """The arguments of :meth:`rmsnorm`, bound once (see :meth:`plan_gemm`);
+        ``plan.run(x, weight, residual=None, out=None)``. A plan made with a residual updates x in
+        place at each run, so its x is never copied."""
+        fw = _frameworks.framework_of(x)
+        _frameworks.check_residual_target(fw, x, residual)
+        if out is None:
+            out = fw.empty(tuple(x.shape), x)
+        copyable = ("residual", "weight") if residual is not None else ("x", "residual", "weight")
+        c_plan = _frameworks.call_with_copies(out, [x, residual, weight, out], copyable, lambda ops, mask: (
+            self._c.plan_rmsnorm(ops[0], ops[1], ops[2], ops[3], eps, mask)), names=("x", "residual", "weight"))
+        return plans.RMSNormPlan(self, c_plan, tuple(out.shape), has_residual=residual is not None)
+
+    def plan_softmax(self, x, out=None) -> "plans.SoftmaxPlan":
+        """The arguments of :meth:`softmax`, bound once (see :meth:`plan_gemm`); ``plan.run(x, out=None)``."""
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(tuple(x.shape), x)
+        c_plan = _frameworks.call_with_copies(out, [x, out], ("x",), lambda ops, mask: (
+            self._c.plan_softmax(ops[0], ops[1], mask)))
+        return plans.SoftmaxPlan(self, c_plan, tuple(out.shape))
+
+    @staticmethod
+    def _gemm_shape(a, b):
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            raise InvalidArgumentError(
+                1, f"gemm takes 2-D a and b, got a of shape {tuple(a.shape)} and b of shape {tuple(b.shape)}"
+            )
+        return (a.shape[0], b.shape[1])
+
     # ---- explain, plugins, verify, tune -----------------------------------------------
 
     def explain(self, op_or_problem: str, *tensors, **kwargs) -> str:
@@ -183,21 +227,15 @@ class Context:
         if beta == 0:
             c = None  # never read: no need to describe it
         if out is None:
-            if len(a.shape) != 2 or len(b.shape) != 2:
-                raise InvalidArgumentError(
-                    1, f"gemm takes 2-D a and b, got a of shape {tuple(a.shape)} and b of shape {tuple(b.shape)}"
-                )
-            out = fw.empty((a.shape[0], b.shape[1]), a)
+            out = fw.empty(self._gemm_shape(a, b), a)
         operands = [a, b, c, bias, out]
         return self._call(fw, out, operands, ("a", "b", "c", "bias"), lambda ops, mask: self._c.gemm(
             ops[0], ops[1], ops[2], ops[3], ops[4], activation, alpha, beta, fw.stream(a), mask, explain), explain)
 
     def _rmsnorm(self, x, weight, eps, residual, out, explain):
         fw = _frameworks.framework_of(x)
-        if residual is not None and not explain and not fw.writable(x):
-            raise InvalidArgumentError(
-                1, f"rmsnorm with a residual updates x in place, and this {fw.name} array is read-only"
-            )
+        if not explain:
+            _frameworks.check_residual_target(fw, x, residual)
         if out is None:
             out = fw.empty(tuple(x.shape), x)
         # With a residual, x is written: a copy of it would not be updated, so it is never copied.
@@ -214,30 +252,10 @@ class Context:
 
     @staticmethod
     def _call(fw, out, operands, copyable, call, explain, names=None):
-        """Runs `call(operands, bfloat16_mask)`; where the extension says an input's view cannot be
-        expressed, copies that input (with its own framework) and calls again. The last operand is
-        the output. Returns the report (explain) or the result in the caller's framework."""
-        names = names or copyable
-        mask = 0
-        if getattr(operands[0], "dtype", None) is _frameworks.BFLOAT16 or getattr(out, "dtype", None) is _frameworks.BFLOAT16:
-            mask, operands = _frameworks.bfloat16_views(operands)
-        for _ in range(len(operands)):
-            try:
-                report = call(operands, mask)
-                return report if explain else fw.result(out)
-            except _NeedsCopy as need:
-                name = need.args[0]
-                if name not in copyable:
-                    raise InvalidArgumentError(
-                        1, f"{name} is written in place, so it must be a view the library can take as it is: a "
-                        "unit last stride and rows that collapse into one stride (a copy would not be updated)"
-                    ) from None
-                i = names.index(name)
-                original = operands[i]
-                copy = _frameworks.framework_of(original).contiguous(original)
-                operands = list(operands)
-                operands[i] = copy
-        raise AssertionError("unreachable: every operand copied")  # pragma: no cover
+        """Runs `call(operands, bfloat16_mask)` through _frameworks.call_with_copies; returns the
+        report (explain) or the result in the caller's framework."""
+        report = _frameworks.call_with_copies(out, operands, copyable, call, names)
+        return report if explain else fw.result(out)
 
 
 def _progress_callback(progress):

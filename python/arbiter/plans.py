@@ -1,0 +1,152 @@
+"""Plans: one operation's arguments bound once (checked, kernel chosen, workspace sized) and run
+many times on new tensors of the same shapes, strides, dtype and device, as a decode loop calls
+the same few shapes. Made by ``Context.plan_gemm`` / ``plan_rmsnorm`` / ``plan_softmax``
+(docs/python.md, "Plans"; the C ABI underneath: docs/plans.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _frameworks
+
+_ndarray = np.ndarray
+_NumPy = _frameworks.NumPy
+_RETRY_IN_GENERAL_PATH = _frameworks.RETRY_IN_GENERAL_PATH
+
+
+class Plan:
+    """A bound operation: ``run(...)`` takes new tensors laid out as the ones the plan was made
+    with (any other shape, dtype, strides or device is an :class:`arbiter.InvalidArgumentError`,
+    a dtype an :class:`arbiter.DTypeError`); ``explain()`` says which kernel it runs and why.
+    Threads may run one plan at once. ``close()`` (or a ``with`` block, or garbage collection)
+    frees it; a plan keeps its context alive, and closing the context closes its plans."""
+
+    op = ""
+
+    def __init__(self, context, c_plan, out_shape):
+        self.context = context
+        self._p = c_plan
+        self._out_shape = out_shape
+
+    def explain(self) -> str:
+        """The kernel the plan runs, its workspace and alignment class, then the context's account
+        of the problem (``Context.explain``)."""
+        return self._p.explain()
+
+    def close(self) -> None:
+        """Frees the plan (after its runs in flight); later runs raise arbiter.InvalidArgumentError."""
+        self._p.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<arbiter.{type(self).__name__}: {self.op}, out of shape {self._out_shape}>"
+
+    def _framework(self, x):
+        return _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+
+
+class GemmPlan(Plan):
+    """``act(alpha * a @ b + beta * c + bias)`` with the plan's alpha, beta and act."""
+
+    op = "gemm"
+
+    def __init__(self, context, c_plan, out_shape, uses_c):
+        super().__init__(context, c_plan, out_shape)
+        self._uses_c = uses_c
+
+    def run(self, a, b, bias=None, c=None, out=None):
+        """Runs the plan on `a`, `b` (and `bias`, `c` when the plan was made with them; c is
+        ignored when its beta is 0, and defaults to `out` for a plan made in place). Returns
+        `out`, or a new array of the caller's framework."""
+        if not self._uses_c:
+            c = None  # never read, as in Context.gemm
+        # The fast path, as in Context.gemm: anything it cannot take is done again by _run.
+        try:
+            fw = self._framework(a)
+            if out is None:
+                out = fw.empty(self._out_shape, a)
+            if c is None and self._p.in_place:
+                c = out
+            self._p.gemm(a, b, c, bias, out, 0 if fw is _NumPy else fw.stream(a), 0)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._run(a, b, bias, c, out)
+
+    def _run(self, a, b, bias, c, out):
+        fw = _frameworks.framework_of(a)
+        if out is None:
+            out = fw.empty(self._out_shape, a)
+        if c is None and self._p.in_place:
+            c = out
+        stream = fw.stream(a)
+        _frameworks.call_with_copies(out, [a, b, c, bias, out], ("a", "b", "c", "bias"), lambda ops, mask: self._p.gemm(
+            ops[0], ops[1], ops[2], ops[3], ops[4], stream, mask))
+        return fw.result(out)
+
+
+class RMSNormPlan(Plan):
+    """``x / sqrt(mean(x**2, -1) + eps) * weight`` with the plan's eps; made with a residual, each
+    run first updates x in place (``x += residual``)."""
+
+    op = "rmsnorm"
+
+    def __init__(self, context, c_plan, out_shape, has_residual):
+        super().__init__(context, c_plan, out_shape)
+        self._has_residual = has_residual
+
+    def run(self, x, weight, residual=None, out=None):
+        """Runs the plan on `x` and `weight` (and `residual`: given exactly when the plan was made
+        with one). Returns `out`, or a new array of the caller's framework."""
+        if residual is None:  # the fast path (see GemmPlan.run); with a residual, x is written: checked first
+            try:
+                fw = self._framework(x)
+                if out is None:
+                    out = fw.empty(self._out_shape, x)
+                self._p.rmsnorm(x, None, weight, out, 0 if fw is _NumPy else fw.stream(x), 0)
+                return out if fw is _NumPy else fw.result(out)
+            except _RETRY_IN_GENERAL_PATH:
+                pass
+        return self._run(x, weight, residual, out)
+
+    def _run(self, x, weight, residual, out):
+        fw = _frameworks.framework_of(x)
+        _frameworks.check_residual_target(fw, x, residual)
+        if out is None:
+            out = fw.empty(self._out_shape, x)
+        # With a residual, x is written: a copy of it would not be updated, so it is never copied.
+        copyable = ("residual", "weight") if residual is not None else ("x", "residual", "weight")
+        stream = fw.stream(x)
+        _frameworks.call_with_copies(out, [x, residual, weight, out], copyable, lambda ops, mask: self._p.rmsnorm(
+            ops[0], ops[1], ops[2], ops[3], stream, mask), names=("x", "residual", "weight"))
+        return fw.result(out)
+
+
+class SoftmaxPlan(Plan):
+    """Softmax over the last dimension."""
+
+    op = "softmax"
+
+    def run(self, x, out=None):
+        """Runs the plan on `x`. Returns `out`, or a new array of the caller's framework."""
+        try:  # the fast path (see GemmPlan.run)
+            fw = self._framework(x)
+            if out is None:
+                out = fw.empty(self._out_shape, x)
+            self._p.softmax(x, out, 0 if fw is _NumPy else fw.stream(x), 0)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._run(x, out)
+
+    def _run(self, x, out):
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(self._out_shape, x)
+        stream = fw.stream(x)
+        _frameworks.call_with_copies(out, [x, out], ("x",), lambda ops, mask: self._p.softmax(
+            ops[0], ops[1], stream, mask))
+        return fw.result(out)
