@@ -134,3 +134,25 @@ def test_cupy_arrays():
         s = context.softmax(x)
         cupy.cuda.get_current_stream().synchronize()
         ref.assert_close(cupy.asnumpy(s), ref.softmax(cupy.asnumpy(x)), np.float32, 300, ref.softmax(cupy.asnumpy(x)) + 1e-6)
+
+
+@pytest.mark.parametrize("dtype", list(TORCH_DTYPES), ids=str)
+def test_torch_plans_on_cuda(ctx, dtype):
+    m, n, k = 16, 1024, 512
+    plan = ctx.plan_gemm(cuda_randn((m, k), dtype, 71), cuda_randn((k, n), dtype, 72), act="relu")
+    softmax = ctx.plan_softmax(cuda_randn((m, n), dtype, 73))
+    side = torch.cuda.Stream()
+    for seed in range(3):
+        with torch.cuda.stream(side):  # runs go on the caller's current stream, as calls do
+            a, b = cuda_randn((m, k), dtype, 80 + seed), cuda_randn((k, n), dtype, 90 + seed)
+            d = plan.run(a, b)
+            s = softmax.run(d)
+        side.synchronize()
+        assert d.is_cuda and d.dtype == dtype and s.is_cuda
+        a64, b64 = host64(a), host64(b)
+        ref.assert_close(host64(d), ref.gemm(a64, b64, act="relu"), TORCH_DTYPES[dtype], k, np.abs(a64) @ np.abs(b64))
+        want = ref.softmax(host64(d))
+        ref.assert_close(host64(s), want, TORCH_DTYPES[dtype], n, np.abs(want) + 1e-6)
+    assert "cuda" in plan.explain()
+    with pytest.raises(arbiter.InvalidArgumentError, match="is on cpu:0, but the plan was made for cuda:0"):
+        softmax.run(torch.zeros((m, n), dtype=dtype))

@@ -1,0 +1,411 @@
+"""Plans (Context.plan_gemm / plan_rmsnorm / plan_softmax): numerics against float64 references
+over many runs of one plan on fresh data, every refusal of a run that does not match the plan,
+threads running one plan, and the lifetime rules (a plan keeps its context alive; closing either
+refuses later runs, never crashes)."""
+
+import gc
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import arbiter
+import reference as ref
+from concurrency import assert_releases_gil, run_in_threads
+
+DTYPE_IDS = lambda d: np.dtype(d).name  # noqa: E731
+
+
+def f32(*shape):
+    return np.ones(shape, np.float32)
+
+
+def gemm_magnitude(a, b, alpha=1.0, beta=0.0, c=None, bias=None):
+    magnitude = abs(alpha) * (np.abs(ref.f64(a)) @ np.abs(ref.f64(b)))
+    if c is not None and beta != 0:
+        magnitude = magnitude + abs(beta) * np.abs(ref.f64(c))
+    if bias is not None:
+        magnitude = magnitude + np.abs(ref.f64(bias))
+    return magnitude
+
+
+# ---- numerics: each run of one plan on new data ------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("m,n,k", [(1, 1, 1), (3, 5, 7), (16, 32, 8), (17, 33, 65), (64, 64, 64)])
+@pytest.mark.parametrize("transposed_b", [False, True])
+def test_gemm_plan_runs_on_fresh_data(ctx, rng, dtype, m, n, k, transposed_b):
+    def operands():
+        a = ref.random(rng, (m, k), dtype)
+        b = ref.random(rng, (n, k), dtype).T if transposed_b else ref.random(rng, (k, n), dtype)
+        return a, b
+
+    a, b = operands()
+    plan = ctx.plan_gemm(a, b)
+    assert isinstance(plan, arbiter.Plan) and isinstance(plan, arbiter.GemmPlan)
+    for _ in range(4):
+        a, b = operands()
+        d = plan.run(a, b)
+        assert type(d) is np.ndarray and d.shape == (m, n) and d.dtype == np.dtype(dtype)
+        ref.assert_close(d, ref.gemm(a, b), dtype, k, gemm_magnitude(a, b))
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("act", ["none", "relu", "gelu_tanh", "silu"])
+def test_gemm_plan_epilogue_and_scalars_are_the_plans(ctx, rng, dtype, act):
+    m, n, k = 24, 40, 56
+    alpha, beta = 0.75, 0.5
+    args = lambda: (ref.random(rng, (m, k), dtype), ref.random(rng, (k, n), dtype),  # noqa: E731
+                    ref.random(rng, (n,), dtype), ref.random(rng, (m, n), dtype))
+    a, b, bias, c = args()
+    out = np.empty((m, n), dtype)
+    plan = ctx.plan_gemm(a, b, bias=bias, c=c, alpha=alpha, beta=beta, act=act, out=out)
+    for _ in range(3):
+        a, b, bias, c = args()
+        assert plan.run(a, b, bias=bias, c=c, out=out) is out
+        ref.assert_close(out, ref.gemm(a, b, bias, c, alpha, beta, act), dtype, k,
+                         gemm_magnitude(a, b, alpha, beta, c, bias))
+
+
+def test_gemm_plan_in_place_c_defaults_to_out(ctx, rng):
+    a, b = ref.random(rng, (8, 16), np.float32), ref.random(rng, (16, 4), np.float32)
+    acc = ref.random(rng, (8, 4), np.float32)
+    plan = ctx.plan_gemm(a, b, c=acc, beta=1.0, out=acc)  # D = A.B + D
+    for _ in range(3):
+        a, b = ref.random(rng, (8, 16), np.float32), ref.random(rng, (16, 4), np.float32)
+        want = ref.gemm(a, b, c=acc, beta=1.0)
+        assert plan.run(a, b, out=acc) is acc
+        ref.assert_close(acc, want, np.float32, 16, gemm_magnitude(a, b) + np.abs(want))
+    other = np.zeros((8, 4), np.float32)
+    with pytest.raises(arbiter.InvalidArgumentError, match="same address"):
+        plan.run(a, b, c=other, out=acc)  # planned in place: c must be out
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 1), (4, 64), (3, 5, 32), (7, 4096)])
+@pytest.mark.parametrize("with_residual", [False, True])
+def test_rmsnorm_plan_runs_on_fresh_data(ctx, rng, dtype, shape, with_residual):
+    x, weight = ref.random(rng, shape, dtype), ref.random(rng, shape[-1:], dtype)
+    residual = ref.random(rng, shape, dtype) if with_residual else None
+    plan = ctx.plan_rmsnorm(x, weight, eps=1e-5, residual=residual)
+    for _ in range(3):
+        x, weight = ref.random(rng, shape, dtype), ref.random(rng, shape[-1:], dtype)
+        residual = ref.random(rng, shape, dtype) if with_residual else None
+        x_before = x.copy()
+        want = ref.rmsnorm(x, weight, 1e-5, residual)
+        y = plan.run(x, weight, residual=residual)
+        assert y.shape == shape and y.dtype == np.dtype(dtype)
+        ref.assert_close(y, want, dtype, shape[-1], np.abs(want) + 1e-3)
+        if with_residual:  # x += residual, in place
+            ref.assert_close(x, ref.f64(x_before) + ref.f64(residual), dtype, 1,
+                             np.abs(ref.f64(x_before)) + np.abs(ref.f64(residual)))
+        else:
+            assert np.array_equal(x.view(np.uint8), x_before.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 1), (1, 9), (8, 128), (3, 5, 33), (2, 32000)])
+def test_softmax_plan_runs_on_fresh_data(ctx, rng, dtype, shape):
+    plan = ctx.plan_softmax(ref.random(rng, shape, dtype))
+    out = np.empty(shape, dtype)
+    for i in range(3):
+        x = ref.random(rng, shape, dtype, scale=4.0)
+        y = plan.run(x, out=out if i % 2 else None)  # into out and allocated, alternately
+        assert y.shape == shape and y.dtype == np.dtype(dtype) and (y is out) == bool(i % 2)
+        want = ref.softmax(x)
+        ref.assert_close(y, want, dtype, shape[-1], want)
+
+
+def test_one_plan_many_runs(ctx, rng):
+    """A decode loop: hundreds of runs of one plan, each on new random data at new addresses,
+    each checked (a plan that reused the first run's data or addresses would fail here)."""
+    m, n, k = 4, 48, 32
+    plan = ctx.plan_gemm(f32(m, k), f32(k, n), bias=f32(n), act="relu")
+    softmax = ctx.plan_softmax(f32(m, n))
+    for _ in range(300):
+        a, b, bias = ref.random(rng, (m, k), np.float32), ref.random(rng, (k, n), np.float32), ref.random(rng, (n,), np.float32)
+        d = plan.run(a, b, bias=bias)
+        ref.assert_close(d, ref.gemm(a, b, bias, act="relu"), np.float32, k, gemm_magnitude(a, b, bias=bias))
+        p = softmax.run(d)
+        ref.assert_close(p, ref.softmax(d), np.float32, n, ref.softmax(d))
+
+
+def test_views_plan_as_their_calls_take_them(ctx, rng):
+    # A padded row stride is planned as it is; runs take the same padding.
+    big = ref.random(rng, (6, 80), np.float32)
+    weight = ref.random(rng, (64,), np.float32)
+    plan = ctx.plan_rmsnorm(big[:, :64], weight)
+    big2 = ref.random(rng, (6, 80), np.float32)
+    ref.assert_close(plan.run(big2[:, :64], weight), ref.rmsnorm(big2[:, :64], weight, 1e-6), np.float32, 64, 1.0)
+    # A view the ABI cannot take (non-unit last stride) is copied at creation and at every run, so
+    # the plan is for the compact layout: strided and compact inputs both run.
+    xs = big[:, ::2]
+    w2 = ref.random(rng, (40,), np.float32)
+    strided = ctx.plan_rmsnorm(xs, w2)
+    for x in (big2[:, ::2], np.ascontiguousarray(big2[:, ::2])):
+        ref.assert_close(strided.run(x, w2), ref.rmsnorm(x, w2, 1e-6), np.float32, 40, 1.0)
+
+
+def test_jax_plan(ctx, rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/install-deps.sh installs it)")
+    jnp = jax.numpy
+    a, b = ref.random(rng, (9, 12), np.float32), ref.random(rng, (12, 4), np.float32)
+    plan = ctx.plan_gemm(jnp.asarray(a), jnp.asarray(b))
+    for _ in range(2):
+        a, b = ref.random(rng, (9, 12), np.float32), ref.random(rng, (12, 4), np.float32)
+        d = plan.run(jnp.asarray(a), jnp.asarray(b))
+        assert isinstance(d, jax.Array)
+        np.testing.assert_allclose(np.asarray(d), ref.gemm(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_cpu_plan(ctx, rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    x = ref.random(rng, (5, 64), np.float32)
+    plan = ctx.plan_softmax(torch.from_numpy(x))
+    for _ in range(2):
+        x = ref.random(rng, (5, 64), np.float32)
+        y = plan.run(torch.from_numpy(x))
+        assert isinstance(y, torch.Tensor)
+        np.testing.assert_allclose(y.numpy(), ref.softmax(x), rtol=1e-5, atol=1e-6)
+
+
+# ---- refusals: what the C plan cannot see is checked before it runs ---------------------
+
+
+def test_creation_refuses_what_the_call_refuses(ctx):
+    cases = [
+        (lambda c: c.gemm(f32(4, 5), f32(4, 5)), lambda c: c.plan_gemm(f32(4, 5), f32(4, 5))),
+        (lambda c: c.gemm(f32(4, 4), f32(4, 4), bias=f32(3)), lambda c: c.plan_gemm(f32(4, 4), f32(4, 4), bias=f32(3))),
+        (lambda c: c.gemm(f32(4, 4), np.ones((4, 4), np.float64)),
+         lambda c: c.plan_gemm(f32(4, 4), np.ones((4, 4), np.float64))),
+        (lambda c: c.rmsnorm(f32(4, 8), f32(7)), lambda c: c.plan_rmsnorm(f32(4, 8), f32(7))),
+        (lambda c: c.softmax(f32(4, 8), out=f32(4, 9)), lambda c: c.plan_softmax(f32(4, 8), out=f32(4, 9))),
+        (lambda c: c.gemm(f32(4, 4), f32(4, 4), act="tanh"), lambda c: c.plan_gemm(f32(4, 4), f32(4, 4), act="tanh")),
+    ]
+    for call, plan in cases:
+        with pytest.raises(arbiter.Error) as by_call:
+            call(ctx)
+        with pytest.raises(arbiter.Error) as by_plan:
+            plan(ctx)
+        assert type(by_plan.value) is type(by_call.value)
+        assert (by_plan.value.status, by_plan.value.message) == (by_call.value.status, by_call.value.message)
+
+
+@pytest.fixture
+def gemm_plan(ctx):
+    return ctx.plan_gemm(f32(8, 16), f32(16, 4), bias=f32(4))
+
+
+@pytest.mark.parametrize(
+    "run, error, match",
+    [
+        (lambda p: p.run(f32(8, 8), f32(8, 4), bias=f32(4)), arbiter.InvalidArgumentError, r"a has shape \(8, 8\).*\(8, 16\)"),
+        (lambda p: p.run(f32(8, 16), f32(16, 5), bias=f32(5)), arbiter.InvalidArgumentError, "b has shape"),
+        (lambda p: p.run(f32(8, 16), f32(16, 4), bias=f32(4), out=f32(8, 5)), arbiter.InvalidArgumentError, "out has shape"),
+        (lambda p: p.run(f32(8, 16, 1), f32(16, 4), bias=f32(4)), arbiter.InvalidArgumentError, "a has shape"),
+        (lambda p: p.run(np.ones((8, 16), np.float16), f32(16, 4), bias=f32(4)), arbiter.DTypeError, "a has dtype float16"),
+        (lambda p: p.run(f32(8, 16), f32(16, 4), bias=f32(4), out=np.ones((8, 4), np.float16)), arbiter.DTypeError,
+         "out has dtype float16"),
+        (lambda p: p.run(f32(8, 16), f32(16, 4), bias=np.ones(4, ref.bfloat16)), arbiter.DTypeError, "bias has dtype bfloat16"),
+        (lambda p: p.run(np.ones((8, 16), np.int32), f32(16, 4), bias=f32(4)), arbiter.DTypeError, "int32"),
+        (lambda p: p.run(f32(32, 16)[:8], f32(16, 4), bias=f32(4)), None, None),  # a row slice: same strides, runs
+        (lambda p: p.run(f32(8, 32)[:, :16], f32(16, 4), bias=f32(4)), arbiter.InvalidArgumentError,
+         r"a has strides \(32, 1\).*\(16, 1\)"),
+        (lambda p: p.run(f32(16, 8).T, f32(16, 4), bias=f32(4)), arbiter.InvalidArgumentError, "a is a transposed view"),
+        (lambda p: p.run(f32(8, 16), f32(16, 4)), arbiter.InvalidArgumentError, "made with bias, and none was given"),
+        (lambda p: p.run(f32(8, 16), f32(16, 4), bias=f32(4), c=f32(8, 4)), None, None),  # beta = 0: c ignored, as by gemm
+        ("not an array", TypeError, None),
+    ],
+)
+def test_run_refuses_tensors_unlike_the_plans(gemm_plan, run, error, match):
+    if run == "not an array":
+        with pytest.raises(TypeError):
+            gemm_plan.run("not an array", f32(16, 4), bias=f32(4))
+        return
+    if error is None:
+        assert run(gemm_plan).shape == (8, 4)
+        return
+    with pytest.raises(error, match=match) as info:
+        run(gemm_plan)
+    assert info.value.status == 1 and info.value.status_name == "invalid_argument" and info.value.message
+
+
+def test_run_refuses_a_stray_optional_tensor(ctx):
+    plan = ctx.plan_gemm(f32(8, 16), f32(16, 4))
+    with pytest.raises(arbiter.InvalidArgumentError, match="bias was given, but the plan was made without it"):
+        plan.run(f32(8, 16), f32(16, 4), bias=f32(4))
+    norm = ctx.plan_rmsnorm(f32(4, 8), f32(8))
+    with pytest.raises(arbiter.InvalidArgumentError, match="residual was given"):
+        norm.run(f32(4, 8), f32(8), residual=f32(4, 8))
+    with_residual = ctx.plan_rmsnorm(f32(4, 8), f32(8), residual=f32(4, 8))
+    with pytest.raises(arbiter.InvalidArgumentError, match="made with residual"):
+        with_residual.run(f32(4, 8), f32(8))
+    c_plan = ctx.plan_gemm(f32(8, 16), f32(16, 4), c=f32(8, 4), beta=0.5)
+    with pytest.raises(arbiter.InvalidArgumentError, match="made with c"):
+        c_plan.run(f32(8, 16), f32(16, 4))
+
+
+def test_run_refuses_a_read_only_output_and_a_read_only_x_it_must_update(ctx):
+    out = f32(8, 4)
+    out.flags.writeable = False
+    plan = ctx.plan_gemm(f32(8, 16), f32(16, 4))
+    with pytest.raises(arbiter.InvalidArgumentError, match="out is read-only"):
+        plan.run(f32(8, 16), f32(16, 4), out=out)
+    with pytest.raises(arbiter.InvalidArgumentError, match="out is read-only"):
+        ctx.plan_gemm(f32(8, 16), f32(16, 4), out=out)
+    norm = ctx.plan_rmsnorm(f32(4, 8), f32(8), residual=f32(4, 8))
+    x = f32(4, 8)
+    x.flags.writeable = False
+    with pytest.raises(arbiter.InvalidArgumentError, match="in place"):
+        norm.run(x, f32(8), residual=f32(4, 8))
+    assert np.all(x == 1)
+    with pytest.raises(arbiter.InvalidArgumentError, match="in place"):  # as ctx.rmsnorm refuses it
+        ctx.plan_rmsnorm(x, f32(8), residual=f32(4, 8))
+
+
+def test_run_refuses_outputs_overlapping_inputs(ctx):
+    a, b = f32(8, 8), f32(8, 8)
+    plan = ctx.plan_gemm(a, b)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        plan.run(a, b, out=a)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        plan.run(a, b, out=b)
+    x = f32(4, 8)
+    softmax = ctx.plan_softmax(x)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        softmax.run(x, out=x)
+    padded = ctx.plan_softmax(f32(4, 16)[:, :8], out=f32(4, 16)[:, 8:])  # rows of 8 in rows of 16
+    big = f32(4, 16)
+    padded.run(big[:, :8], out=f32(4, 16)[:, 8:])
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        padded.run(big[:, :8], out=big[:, 8:])  # out's rows interleaved with x's
+    norm = ctx.plan_rmsnorm(x, f32(8))
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        norm.run(x, f32(8), out=x)
+
+
+def test_a_plan_of_one_op_refuses_another_ops_run(ctx):
+    plan = ctx.plan_softmax(f32(4, 8))
+    with pytest.raises(arbiter.InvalidArgumentError, match="softmax plan"):
+        plan._p.gemm(f32(4, 8), f32(8, 4), None, None, f32(4, 4), 0, 0)
+
+
+# ---- explain ------------------------------------------------------------------------------
+
+
+def test_explain_names_the_kernel_the_plan_runs(ctx):
+    a, b = f32(16, 32), f32(32, 8)
+    plan = ctx.plan_gemm(a, b)
+    text = plan.explain()
+    chosen = re.match(r"plan: runs (\S+) ", text)
+    assert chosen, text
+    kernel = chosen.group(1)
+    gemm_kernels = {k.name for p in ctx.plugins() if p.status == "loaded" for k in p.kernels if k.op == "gemm"}
+    assert kernel in gemm_kernels, (kernel, gemm_kernels)
+    assert "gemm f32 m=16 n=8 k=32" in text
+    assert re.search(r"^kernel:\s+" + re.escape(kernel), ctx.explain("gemm", a, b), re.M)  # the call's choice too
+    softmax = ctx.plan_softmax(f32(4, 128))
+    assert re.match(r"plan: runs \S*softmax\S* ", softmax.explain()), softmax.explain()
+
+
+# ---- lifetime -----------------------------------------------------------------------------
+
+
+def test_run_after_plan_close_is_refused():
+    with arbiter.Context() as context:
+        plan = context.plan_softmax(f32(2, 8))
+        plan.run(f32(2, 8))
+        plan.close()
+        plan.close()  # twice is fine
+        with pytest.raises(arbiter.InvalidArgumentError, match="this plan is closed"):
+            plan.run(f32(2, 8))
+        with pytest.raises(arbiter.InvalidArgumentError, match="this plan is closed"):
+            plan.explain()
+        with context.plan_softmax(f32(2, 8)) as scoped:
+            scoped.run(f32(2, 8))
+        with pytest.raises(arbiter.InvalidArgumentError, match="closed"):
+            scoped.run(f32(2, 8))
+        context.softmax(f32(2, 8))  # the context goes on
+
+
+def test_run_after_context_close_is_refused():
+    context = arbiter.Context()
+    plans = [context.plan_softmax(f32(2, 8)), context.plan_gemm(f32(2, 2), f32(2, 2)),
+             context.plan_rmsnorm(f32(2, 8), f32(8))]
+    context.close()
+    for plan in plans:
+        with pytest.raises(arbiter.InvalidArgumentError, match="context is closed"):
+            plan.explain()
+    with pytest.raises(arbiter.InvalidArgumentError, match="context is closed"):
+        plans[0].run(f32(2, 8))
+    with pytest.raises(arbiter.InvalidArgumentError, match="context is closed"):
+        context.plan_softmax(f32(2, 8))
+    for plan in plans:
+        plan.close()  # after the context: nothing left to free, no crash
+
+
+def test_a_plan_keeps_its_context_alive():
+    plan = arbiter.Context().plan_softmax(f32(3, 16))  # no other reference to the context
+    gc.collect()
+    x = np.arange(48, dtype=np.float32).reshape(3, 16)
+    ref.assert_close(plan.run(x), ref.softmax(x), np.float32, 16, ref.softmax(x))
+
+
+def test_closing_while_threads_run_refuses_later_runs_and_never_crashes():
+    for close_what in ("plan", "context"):
+        context = arbiter.Context()
+        a = np.random.default_rng(1).standard_normal((64, 64)).astype(np.float32)
+        plan = context.plan_gemm(a, a)
+        outcomes, started = [], threading.Barrier(5)
+
+        def worker():
+            out = np.empty((64, 64), np.float32)
+            started.wait()
+            try:
+                while True:
+                    plan.run(a, a, out=out)
+                    np.testing.assert_allclose(out, a.astype(np.float64) @ a, rtol=1e-4, atol=1e-3)
+            except arbiter.InvalidArgumentError as e:
+                outcomes.append(str(e))
+            except Exception as e:  # pragma: no cover - reported below
+                outcomes.append(repr(e))
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        started.wait()
+        time.sleep(0.05)
+        (plan if close_what == "plan" else context).close()
+        for t in threads:
+            t.join()
+        assert len(outcomes) == 4 and all("closed" in o for o in outcomes), outcomes
+
+
+# ---- threads ------------------------------------------------------------------------------
+
+
+def test_threads_run_one_plan_at_once(ctx):
+    m, n, k = 16, 24, 40
+    plan = ctx.plan_gemm(f32(m, k), f32(k, n), act="silu")
+    softmax = ctx.plan_softmax(f32(m, n))
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(60):
+            a, b = ref.random(rng, (m, k), np.float32), ref.random(rng, (k, n), np.float32)
+            d = plan.run(a, b)
+            ref.assert_close(d, ref.gemm(a, b, act="silu"), np.float32, k, gemm_magnitude(a, b))
+            ref.assert_close(softmax.run(d), ref.softmax(d), np.float32, n, ref.softmax(d))
+
+    run_in_threads(worker, 8)
+
+
+def test_gil_is_released_during_a_run(ctx):
+    a = np.ones((384, 384), np.float32)
+    plan = ctx.plan_gemm(a, a)
+    out = np.empty_like(a)
+    plan.run(a, a, out=out)
+    assert_releases_gil(lambda: plan.run(a, a, out=out))
