@@ -1,8 +1,9 @@
 // The openblas plugin: the vendor fallback on CPU. GEMM goes through cblas_sgemm; f16 and
 // bf16 operands are widened to f32 in the host-provided workspace, and the epilogue (bias,
-// activation, narrowing) is applied after, in a second pass over D. libopenblas is loaded
-// at the plugin's entry with the strongest core the CPU runs (openblas_library.hpp), and the
-// description says which core runs and why.
+// activation, narrowing) is applied after, in a second pass over D. libopenblas runs with the
+// strongest core the CPU runs (openblas_library.hpp), and the description says which core
+// runs and why; it is loaded at the first supports() or launch when the entry can describe it
+// from a memo of an earlier load (openblas_memo.hpp), else at the entry.
 #include <arbiter/float16.hpp>
 #include <arbiter/plugin.hpp>
 
@@ -13,16 +14,21 @@
 
 namespace {
 
+using arbiter::plugin::Error;
 using arbiter::plugin::Launch;
 using arbiter::plugin::Why;
+using arbiter::plugins::openblas::announcement;
+using arbiter::plugins::openblas::Announcement;
+using arbiter::plugins::openblas::CheckedLibrary;
 using arbiter::plugins::openblas::openblas_library;
-using arbiter::plugins::openblas::OpenBlasLibrary;
 
 bool fits(const arb_problem& p, Why& why) {
   if (p.device_type != kDLCPU) return why.no("CPU tensors only");
   const int64_t limit = 0x7fffffff;  // cblas takes int sizes and strides
   if (p.m > limit || p.n > limit || p.k > limit || p.lda > limit || p.ldb > limit || p.ldc > limit || p.ldd > limit)
     return why.no("sizes and strides must fit a 32-bit int");
+  const CheckedLibrary& library = openblas_library();  // loaded here on first use, and checked
+  if (!library.ok()) return why.no("%s", library.error.c_str());
   return true;
 }
 
@@ -50,6 +56,8 @@ void widen(const void* source, int32_t dtype, int64_t rows, int64_t cols, int64_
 void gemm(const Launch& l) {
   const arb_problem& p = l.problem;
   const arb_operands& o = l.operands;
+  const CheckedLibrary& library = openblas_library();  // never launched unchecked
+  if (!library.ok()) throw Error(ARB_ERR_UNSUPPORTED, library.error);
   const Shape a_shape = stored_a(p), b_shape = stored_b(p);
   const float* a = static_cast<const float*>(o.a);
   const float* b = static_cast<const float*>(o.b);
@@ -72,7 +80,7 @@ void gemm(const Launch& l) {
     for (int64_t i = 0; i < p.m; ++i)
       std::memcpy(d + i * ldd, static_cast<const float*>(o.c) + i * p.ldc, static_cast<size_t>(p.n) * sizeof(float));
   }
-  openblas_library().sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
+  library.library->sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans, p.trans_b ? CblasTrans : CblasNoTrans,
               static_cast<int>(p.m), static_cast<int>(p.n), static_cast<int>(p.k), o.alpha, a, static_cast<int>(lda),
               b, static_cast<int>(ldb), p.has_c ? o.beta : 0.0f, d, static_cast<int>(ldd));
 
@@ -93,16 +101,15 @@ void gemm(const Launch& l) {
   }
 }
 
-// Loads OpenBLAS (throws, refusing the plugin, when it cannot) before describing it.
+// Describes OpenBLAS from the memo, or loads it (throws, refusing the plugin, when it cannot).
 arbiter::plugin::Plugin make_plugin() {
-  const OpenBlasLibrary& library = openblas_library();
+  const Announcement& said = announcement();
   arbiter::plugin::Plugin plugin("openblas", "1.0.0");
   plugin
-      .description("OpenBLAS cblas_sgemm; f16/bf16 widened to f32, epilogue applied after. Core " +
-                   library.decision().reason)
+      .description("OpenBLAS cblas_sgemm; f16/bf16 widened to f32, epilogue applied after. Core " + said.decision.reason)
       .provenance(ARB_PROVENANCE_VENDOR)
       .priority(50)
-      .runtime_version("OpenBLAS " + library.config())  // names the core: a new core invalidates tuned entries
+      .runtime_version("OpenBLAS " + said.config)  // names the core: a new core invalidates tuned entries
       .kernel(arbiter::plugin::Kernel("sgemm", ARB_OP_GEMM).supports(fits).workspace(workspace_bytes).launch(gemm));
   return plugin;
 }
