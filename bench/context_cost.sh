@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The cost of creating a context at a program's start, with and without the file hash cache
 # (core/plugin/file_hash_cache.hpp), for the default config, without the OpenBLAS plugin,
-# and for the cpu plugin alone.
+# and for the cpu plugin alone; and the default config with the hash cache warm but
+# libopenblas loaded at the plugin's entry, as before the openblas plugin's memo
+# (plugins/openblas/openblas_memo.hpp: a folder in the memo file's place makes it unusable).
 #
 #   bench/context_cost.sh <build-dir> [rounds]
 #
@@ -20,11 +22,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 printf '[plugins]\nenable = ["cpu"]\n' >"$work/cpu-only.toml"
 printf '[plugins]\ndisable = ["openblas"]\n' >"$work/no-openblas.toml"
+mkdir -p "$work/cache-no-memo/openblas-config"
 
 # name | environment | config
 variants=(
   "default config, no hash cache|ARBITER_CACHE_DIR=|"
   "default config, hash cache warm|ARBITER_CACHE_DIR=$work/cache|"
+  "default config, hash cache warm, libopenblas loaded at entry (no memo)|ARBITER_CACHE_DIR=$work/cache-no-memo|"
   "default config without openblas, hash cache warm|ARBITER_CACHE_DIR=$work/cache|$work/no-openblas.toml"
   "cpu plugin only, no hash cache|ARBITER_CACHE_DIR=|$work/cpu-only.toml"
   "cpu plugin only, hash cache warm|ARBITER_CACHE_DIR=$work/cache|$work/cpu-only.toml"
@@ -49,6 +53,11 @@ echo "Command: bench/context_cost.sh $1 $rounds ($(git -C "$(dirname "$0")" rev-
 echo
 echo "| variant | median ms | p20 ms | p80 ms | Ir (callgrind, whole process) |"
 echo "| --- | ---: | ---: | ---: | ---: |"
+# Under valgrind the CPU reads differently (CPUID is emulated), and the OpenBLAS memo is kept per
+# CPU: one run under valgrind first remembers OpenBLAS as valgrind's CPU shows it.
+if command -v valgrind >/dev/null; then
+  ARBITER_CACHE_DIR="$work/cache" valgrind --tool=callgrind --callgrind-out-file="$work/cg" "$bin" >/dev/null 2>&1 || true
+fi
 for i in "${!variants[@]}"; do
   stats=$(sort -n "$work/samples-$i" | awk '{v[NR]=$1} END {
     n = NR;
