@@ -46,8 +46,6 @@ class Plan:
     def __repr__(self) -> str:
         return f"<arbiter.{type(self).__name__}: {self.op}, out of shape {self._out_shape}>"
 
-    def _framework(self, x):
-        return _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
 
 
 class GemmPlan(Plan):
@@ -58,6 +56,8 @@ class GemmPlan(Plan):
     def __init__(self, context, c_plan, out_shape, uses_c):
         super().__init__(context, c_plan, out_shape)
         self._uses_c = uses_c
+        self._in_place = c_plan.in_place  # read once: a property of the extension costs a call per run
+        self._run_gemm = c_plan.gemm
 
     def run(self, a, b, bias=None, c=None, out=None):
         """Runs the plan on `a`, `b` (and `bias`, `c` when the plan was made with them; c is
@@ -65,14 +65,15 @@ class GemmPlan(Plan):
         `out`, or a new array of the caller's framework."""
         if not self._uses_c:
             c = None  # never read, as in Context.gemm
-        # The fast path, as in Context.gemm: anything it cannot take is done again by _run.
+        # The fast path, as in Context.gemm (and as lean: it is the point of a plan): anything it
+        # cannot take is done again by _run.
         try:
-            fw = self._framework(a)
+            fw = _NumPy if type(a) is _ndarray else _frameworks.framework_of(a)
             if out is None:
                 out = fw.empty(self._out_shape, a)
-            if c is None and self._p.in_place:
+            if c is None and self._in_place:
                 c = out
-            self._p.gemm(a, b, c, bias, out, 0 if fw is _NumPy else fw.stream(a), 0)
+            self._run_gemm(a, b, c, bias, out, 0 if fw is _NumPy else fw.stream(a), 0)
             return out if fw is _NumPy else fw.result(out)
         except _RETRY_IN_GENERAL_PATH:
             return self._run(a, b, bias, c, out)
@@ -81,7 +82,7 @@ class GemmPlan(Plan):
         fw = _frameworks.framework_of(a)
         if out is None:
             out = fw.empty(self._out_shape, a)
-        if c is None and self._p.in_place:
+        if c is None and self._in_place:
             c = out
         stream = fw.stream(a)
         _frameworks.call_with_copies(out, [a, b, c, bias, out], ("a", "b", "c", "bias"), lambda ops, mask: self._p.gemm(
@@ -104,7 +105,7 @@ class RMSNormPlan(Plan):
         with one). Returns `out`, or a new array of the caller's framework."""
         if residual is None:  # the fast path (see GemmPlan.run); with a residual, x is written: checked first
             try:
-                fw = self._framework(x)
+                fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
                 if out is None:
                     out = fw.empty(self._out_shape, x)
                 self._p.rmsnorm(x, None, weight, out, 0 if fw is _NumPy else fw.stream(x), 0)
@@ -131,13 +132,17 @@ class SoftmaxPlan(Plan):
 
     op = "softmax"
 
+    def __init__(self, context, c_plan, out_shape):
+        super().__init__(context, c_plan, out_shape)
+        self._run_softmax = c_plan.softmax
+
     def run(self, x, out=None):
         """Runs the plan on `x`. Returns `out`, or a new array of the caller's framework."""
         try:  # the fast path (see GemmPlan.run)
-            fw = self._framework(x)
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
             if out is None:
                 out = fw.empty(self._out_shape, x)
-            self._p.softmax(x, out, 0 if fw is _NumPy else fw.stream(x), 0)
+            self._run_softmax(x, out, 0 if fw is _NumPy else fw.stream(x), 0)
             return out if fw is _NumPy else fw.result(out)
         except _RETRY_IN_GENERAL_PATH:
             return self._run(x, out)
