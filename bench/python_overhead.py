@@ -12,7 +12,11 @@ median over the rounds with p20 and p80. Variants:
   arbiter.gemm(out=d)  ctx.gemm(a, b, out=d): framework lookup, argument handling, DLPack import, C call
   arbiter.gemm         ctx.gemm(a, b): the same plus allocating the result
   extension            the extension's method called directly (nanobind + DLPack import + C call)
-The C call alone is counted by bench/dispatch_overhead.sh (api_gemm, gemm f32 8x8x8);
+  plan.run(out=d)      plan.run(a, b, out=d) of plan = ctx.plan_gemm(a, b, out=d): the run's checks
+                       (shape, strides, dtype against the plan's), DLPack import, arb_plan_run
+  plan.run             plan.run(a, b): the same plus allocating the result
+  plan extension       the plan's extension method called directly
+The C calls alone are counted by bench/dispatch_overhead.sh (api_gemm, plan_gemm: gemm f32 8x8x8);
 bench/python_overhead.sh counts the Python variants' instructions the same way (callgrind, by
 difference of two call counts).
 """
@@ -28,13 +32,16 @@ import numpy as np
 import arbiter
 
 
-def variants(ctx, a, b, d):
-    c = ctx._c
+def variants(ctx, plan, a, b, d):
+    c, p = ctx._c, plan._p
     return {
         "numpy.matmul": lambda: np.matmul(a, b, out=d),
         "arbiter.gemm(out=d)": lambda: ctx.gemm(a, b, out=d),
         "arbiter.gemm": lambda: ctx.gemm(a, b),
         "extension": lambda: c.gemm(a, b, None, None, d, 0, 1.0, 0.0, 0, 0, False),
+        "plan.run(out=d)": lambda: plan.run(a, b, out=d),
+        "plan.run": lambda: plan.run(a, b),
+        "plan extension": lambda: p.gemm(a, b, None, None, d, 0, 0),
     }
 
 
@@ -73,23 +80,24 @@ def main():
     a, b = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
     d = np.empty((n, n), np.float32)
     ctx = arbiter.Context(bench_config())
+    plan = ctx.plan_gemm(a, b, out=d)
     want = a.astype(np.float64) @ b.astype(np.float64)
-    for name, call in variants(ctx, a, b, d).items():  # warm-up and correctness, every variant
+    for name, call in variants(ctx, plan, a, b, d).items():  # warm-up and correctness, every variant
         d.fill(np.nan)
         result = call()
         got = d if result is None else result
         assert np.allclose(got, want, rtol=1e-4, atol=1e-4), name
     if args.only:
-        call = variants(ctx, a, b, d)[args.only]
+        call = variants(ctx, plan, a, b, d)[args.only]
         for _ in range(args.calls):
             call()
         return
 
-    samples = {name: [] for name in variants(ctx, a, b, d)}
+    samples = {name: [] for name in variants(ctx, plan, a, b, d)}
     for _ in range(args.rounds):
         a[...] = rng.standard_normal((n, n))  # fresh data each round, never zeros
         b[...] = rng.standard_normal((n, n))
-        for name, call in variants(ctx, a, b, d).items():
+        for name, call in variants(ctx, plan, a, b, d).items():
             start = time.perf_counter()
             for _ in range(args.calls):
                 call()

@@ -6,9 +6,10 @@
 #
 #   bench/python_overhead.sh <build-dir>     (a build with the Python package and the benchmarks)
 #
-# Variants (bench/python_overhead.py): numpy.matmul, arbiter.gemm(out=d), arbiter.gemm, extension;
-# and from arbiter_bench_dispatch: api_gemm (arb_gemm from C) and direct_gemm (the kernel's launch
-# pointer). LOW and HIGH call counts from the environment (default 2000 and 12000).
+# Variants (bench/python_overhead.py): numpy.matmul, arbiter.gemm(out=d), arbiter.gemm, extension,
+# plan.run(out=d), plan.run, plan extension; and from arbiter_bench_dispatch: api_gemm (arb_gemm
+# from C), plan_gemm (arb_plan_run from C) and direct_gemm (the kernel's launch pointer). LOW and
+# HIGH call counts from the environment (default 2000 and 12000).
 set -euo pipefail
 [[ $# -eq 1 ]] || { echo "usage: $0 <build-dir>" >&2; exit 2; }
 build=$(cd "$1" && pwd)
@@ -34,13 +35,13 @@ run() {  # run <name> <calls> <command...>
 export ARBITER_BENCH_TRUST_PATH="$build/lib/arbiter/plugins/arbiter_cpu.so"
 ARBITER_BENCH_TRUST_SHA256=$(sha256sum "$ARBITER_BENCH_TRUST_PATH" | cut -d' ' -f1)
 export ARBITER_BENCH_TRUST_SHA256
-variants=("numpy.matmul" "arbiter.gemm(out=d)" "arbiter.gemm" "extension")
+variants=("numpy.matmul" "arbiter.gemm(out=d)" "arbiter.gemm" "extension" "plan.run(out=d)" "plan.run" "plan extension")
 for calls in "$low" "$high"; do
   for v in "${variants[@]}"; do
     PYTHONPATH="$build/python" run "$v" "$calls" "$python" "$root/bench/python_overhead.py" --only "$v" --calls "$calls"
   done
   if [[ -x "$build/bin/arbiter_bench_dispatch" ]]; then
-    for mode in api_gemm direct_gemm; do run "$mode" "$calls" "$build/bin/arbiter_bench_dispatch" "$mode" "$calls"; done
+    for mode in api_gemm plan_gemm direct_gemm; do run "$mode" "$calls" "$build/bin/arbiter_bench_dispatch" "$mode" "$calls"; done
   fi
 done
 per_call() { awk -v a="${ir[$1.$low]}" -v b="${ir[$1.$high]}" -v n=$((high - low)) 'BEGIN {printf "%.0f", (b - a) / n}'; }
@@ -55,11 +56,15 @@ describe() {
     "arbiter.gemm(out=d)") echo "ctx.gemm(a, b, out=d): Python layer + extension + C call" ;;
     arbiter.gemm) echo "ctx.gemm(a, b): the same, allocating the result" ;;
     extension) echo "the extension's method called directly (nanobind, DLPack import, C call)" ;;
+    "plan.run(out=d)") echo "plan.run(a, b, out=d): Python layer + plan checks + arb_plan_run" ;;
+    plan.run) echo "plan.run(a, b): the same, allocating the result" ;;
+    "plan extension") echo "the plan's extension method called directly" ;;
     api_gemm) echo "arb_gemm from C (arbiter_bench_dispatch)" ;;
+    plan_gemm) echo "arb_plan_run from C (arbiter_bench_dispatch)" ;;
     direct_gemm) echo "the kernel's launch pointer from C" ;;
   esac
 }
-for v in "${variants[@]}" api_gemm direct_gemm; do
+for v in "${variants[@]}" api_gemm plan_gemm direct_gemm; do
   [[ -n "${ir[$v.$low]:-}" ]] || continue
   echo "| $v | $(describe "$v") | $(per_call "$v") |"
 done
