@@ -47,7 +47,6 @@ class Plan:
         return f"<arbiter.{type(self).__name__}: {self.op}, out of shape {self._out_shape}>"
 
 
-
 class GemmPlan(Plan):
     """``act(alpha * a @ b + beta * c + bias)`` with the plan's alpha, beta and act."""
 
