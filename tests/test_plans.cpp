@@ -77,14 +77,7 @@ arb_plan_operands gemm_operands(GemmData& data) {
 struct Plan {
   Plan(arb_context ctx, int32_t op, const void* args) { REQUIRE_MESSAGE(arb_plan_create(ctx, op, args, &plan) == ARB_OK, arb_last_error()); }
   ~Plan() { arb_plan_destroy(plan); }
-  std::string explain() const {
-    size_t length = 0;
-    arb_plan_explain(plan, nullptr, 0, &length);
-    std::string text(length, '\0');
-    REQUIRE(arb_plan_explain(plan, text.data(), text.size(), &length) == ARB_OK);
-    text.resize(length - 1);
-    return text;
-  }
+  std::string explain() const { return arbiter::test::plan_explanation(plan); }
   arb_plan plan = nullptr;
 };
 

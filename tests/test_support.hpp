@@ -92,6 +92,16 @@ struct PublicContext {
 // Does this thread's last error contain `needle`?
 inline bool last_error_says(const char* needle) { return std::string(arb_last_error()).find(needle) != std::string::npos; }
 
+// arb_plan_explain's text, sized by a first call.
+inline std::string plan_explanation(arb_plan plan) {
+  size_t length = 0;
+  arb_plan_explain(plan, nullptr, 0, &length);
+  std::string text(length, '\0');
+  REQUIRE(arb_plan_explain(plan, text.data(), text.size(), &length) == ARB_OK);
+  text.resize(length - 1);
+  return text;
+}
+
 // A C API call returns `status`, and its message contains `needle`.
 #define CHECK_STATUS(call, status, needle)                                              \
   do {                                                                                  \
