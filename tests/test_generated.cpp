@@ -9,6 +9,7 @@
 #include "problem/problem_text.hpp"
 #include "test_support.hpp"
 
+#include <dlfcn.h>
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -336,6 +337,13 @@ TEST_CASE("without a GPU the generated plugin is rejected with the reason") {
   CHECK(plugin->state == PluginState::rejected);
   CHECK(plugin->reason.find("no CUDA device") != std::string::npos);
   CHECK(context->devices().cuda_unavailable.find("no CUDA device") != std::string::npos);
+  // Without a driver at all the reason says so, not CUDA's "driver version is insufficient".
+  if (void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(driver);
+  } else {
+    CHECK(plugin->reason.find("no CUDA driver is installed") != std::string::npos);
+    CHECK(context->devices().cuda_unavailable.find("no CUDA driver is installed") != std::string::npos);
+  }
   // The context still serves the CPU, and says why a CUDA problem cannot run.
   const std::string report = context->dispatcher().explain(parse_problem("softmax f32 rows=2 cols=8 device=cuda").problem);
   CHECK(report.find("kernel:  none") != std::string::npos);

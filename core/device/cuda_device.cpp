@@ -5,6 +5,8 @@
 #include "common/failure.hpp"
 #include "device/device.hpp"
 
+#include "arbiter_base/cuda_absence.hpp"
+
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
@@ -22,7 +24,7 @@ std::unique_ptr<Device> make_cuda_device(int id, std::string* why) {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
-    if (why) *why = fmt::format("no CUDA device: cudaGetDeviceCount: {}", cudaGetErrorString(status));
+    if (why) *why = no_cuda_device_reason(status, cudaGetErrorString(status));
     return nullptr;
   }
   if (id >= count) {

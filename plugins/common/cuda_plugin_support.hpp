@@ -4,6 +4,7 @@
 #pragma once
 
 #include <arbiter/plugin.hpp>
+#include "arbiter_base/cuda_absence.hpp"
 
 #include <cuda_runtime.h>
 
@@ -15,9 +16,8 @@ namespace arbiter::plugin {
 inline cudaDeviceProp require_cuda_device() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0)
-    throw Error(ARB_ERR_UNSUPPORTED, std::string("no CUDA device: cudaGetDeviceCount: ") +
-                                         (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
+  if (status != cudaSuccess) throw Error(ARB_ERR_UNSUPPORTED, no_cuda_device_reason(status, cudaGetErrorString(status)));
+  if (count == 0) throw Error(ARB_ERR_UNSUPPORTED, "no CUDA device: cudaGetDeviceCount: 0 devices");
   cudaDeviceProp prop{};
   const cudaError_t props = cudaGetDeviceProperties(&prop, 0);
   if (props != cudaSuccess)

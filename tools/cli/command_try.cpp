@@ -8,6 +8,7 @@
 
 #include "common/failure.hpp"
 #include "arbiter_base/abi_names.hpp"
+#include "arbiter_base/cuda_absence.hpp"
 #include "common/string_literal.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem.hpp"
@@ -117,7 +118,8 @@ int command_try(const Arguments& args) {
     arch = generated::arch_for(prop.major, prop.minor);
     device_text = fmt::format("{} ({})", prop.name, arch);
   } else {
-    device_text = std::string("no CUDA device: ") + (status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
+    device_text = status != cudaSuccess ? no_cuda_device_reason(status, cudaGetErrorString(status))
+                                        : std::string("no CUDA device: 0 devices");
   }
   json << ",\n  \"device\": " << string_literal(device_text) << ",\n  \"compile\": {\"arch\": " << string_literal(arch)
        << ", \"nvrtc\": " << string_literal(generated::nvrtc_version()) << ", \"dtypes\": {";
