@@ -8,12 +8,16 @@
 //                after one warm-up call, so every timed call is a selection-cache hit
 //   direct       the same problem, prebuilt as arb_problem + arb_operands, handed to the
 //                kernel's arb_kernel.launch; the plugin file is dlopen'ed here and its
-//                arbiter_plugin_entry called with a minimal host API (no libarbiter)
+//                arbiter_plugin_entry called with a minimal host API (no libarbiter); the
+//                kernel is the CPU plugin's ARBITER_BENCH_KERNEL (the script sets the one
+//                the api mode chose), else softmax, rmsnorm, gemm_small_avx2
 //   api_gemm     arb_gemm(f32 m=n=k=8) through libarbiter, warmed up likewise
-//   direct_gemm  the same gemm through cpu.gemm_small's launch pointer
+//   direct_gemm  the same gemm through cpu.gemm_small_*'s launch pointer
+//   api_rmsnorm, direct_rmsnorm  rmsnorm (f32 rows=1 cols=8, a weight, no residual) likewise
 //   api_shadow, api_gemm_shadow  api and api_gemm with shadow checks of one call in 1000
 //                (verify.shadow_one_in = 1000): what the sampled checks cost per call
-//   plan, plan_gemm  the api problems bound once by arb_plan_create, each call an arb_plan_run
+//   plan, plan_gemm, plan_rmsnorm  the api problems bound once by arb_plan_create, each call
+//                an arb_plan_run
 //
 // Instruction counts per call are then (Ir(calls2) - Ir(calls1)) / (calls2 - calls1): the
 // difference cancels start-up (context creation, plugin loading, warm-up), and api minus
@@ -52,11 +56,15 @@ void check(arb_status status, const char* what) {
 struct Data {
   alignas(64) float x[8];
   alignas(64) float y[8];
+  alignas(64) float w[8];
   alignas(64) float a[64];
   alignas(64) float b[64];
   alignas(64) float d[64];
   Data() {
-    for (int i = 0; i < 8; ++i) x[i] = 0.25f * static_cast<float>(i) - 0.875f;
+    for (int i = 0; i < 8; ++i) {
+      x[i] = 0.25f * static_cast<float>(i) - 0.875f;
+      w[i] = 1.0f + 0.125f * static_cast<float>(i);
+    }
     for (int i = 0; i < 64; ++i) {
       a[i] = static_cast<float>((i * 7) % 13) / 13.0f - 0.4f;
       b[i] = static_cast<float>((i * 5) % 11) / 11.0f - 0.6f;
@@ -65,7 +73,19 @@ struct Data {
   }
 };
 
-bool is_gemm(const std::string& mode) { return mode.find("gemm") != std::string::npos; }
+// The op a mode runs: its name says gemm or rmsnorm; the others run softmax.
+arb_op op_of(const std::string& mode) {
+  if (mode.find("gemm") != std::string::npos) return ARB_OP_GEMM;
+  if (mode.find("rmsnorm") != std::string::npos) return ARB_OP_RMSNORM;
+  return ARB_OP_SOFTMAX;
+}
+const char* op_name(const std::string& mode) {
+  switch (op_of(mode)) {
+    case ARB_OP_GEMM: return "gemm";
+    case ARB_OP_RMSNORM: return "rmsnorm";
+    default: return "softmax";
+  }
+}
 bool shadowed(const std::string& mode) { return mode.size() > 7 && mode.substr(mode.size() - 7) == "_shadow"; }
 
 // ---- api: through libarbiter's C ABI ---------------------------------------------------
@@ -100,77 +120,89 @@ arb_context make_context(const std::string& mode) {
   return ctx;
 }
 
+// The tensors of the three problems (softmax and rmsnorm f32 1x8, gemm f32 8x8x8) and the
+// args of the mode's op over them.
+struct Problems {
+  int64_t row[2] = {1, 8}, square[2] = {8, 8}, vector[1] = {8};
+  DLTensor x, y, w, a, b, d;
+  arb_softmax_args softmax = ARB_SOFTMAX_ARGS_INIT;
+  arb_rmsnorm_args rmsnorm = ARB_RMSNORM_ARGS_INIT;
+  arb_gemm_args gemm = ARB_GEMM_ARGS_INIT;
+  explicit Problems(Data& data) {
+    const DLDevice cpu{kDLCPU, 0};
+    const DLDataType f32{kDLFloat, 32, 1};
+    x = {data.x, cpu, 2, f32, row, nullptr, 0};
+    y = {data.y, cpu, 2, f32, row, nullptr, 0};
+    w = {data.w, cpu, 1, f32, vector, nullptr, 0};
+    a = {data.a, cpu, 2, f32, square, nullptr, 0};
+    b = {data.b, cpu, 2, f32, square, nullptr, 0};
+    d = {data.d, cpu, 2, f32, square, nullptr, 0};
+    softmax.x = rmsnorm.x = &x;
+    softmax.y = rmsnorm.y = &y;
+    rmsnorm.weight = &w;
+    gemm.a = &a;
+    gemm.b = &b;
+    gemm.d = &d;
+  }
+  const void* args(arb_op op) const {
+    return op == ARB_OP_GEMM ? static_cast<const void*>(&gemm)
+                             : op == ARB_OP_RMSNORM ? static_cast<const void*>(&rmsnorm) : &softmax;
+  }
+};
+
+// One warm-up call (the selection cache's miss), then `calls` calls.
+template <typename Call>
+void call_many(long calls, Call call, const char* name) {
+  check(call(), (std::string(name) + " (warm-up)").c_str());  // the miss
+  for (long i = 0; i < calls; ++i)
+    if (call() != ARB_OK) check(ARB_ERR_INTERNAL, name);
+}
+
 void run_api(const std::string& mode, long calls, Data& data) {
   arb_context ctx = make_context(mode);
-  const DLDevice cpu{kDLCPU, 0};
-  const DLDataType f32{kDLFloat, 32, 1};
-  std::string kernel;
-  if (!is_gemm(mode)) {
-    int64_t shape[2] = {1, 8};
-    DLTensor x{data.x, cpu, 2, f32, shape, nullptr, 0};
-    DLTensor y{data.y, cpu, 2, f32, shape, nullptr, 0};
-    arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
-    args.x = &x;
-    args.y = &y;
-    check(arb_softmax(ctx, &args, nullptr), "arb_softmax (warm-up)");  // the miss
-    kernel = chosen_kernel(ctx, ARB_OP_SOFTMAX, &args);
-    for (long i = 0; i < calls; ++i)
-      if (arb_softmax(ctx, &args, nullptr) != ARB_OK) check(ARB_ERR_INTERNAL, "arb_softmax");
-  } else {
-    int64_t shape[2] = {8, 8};
-    DLTensor a{data.a, cpu, 2, f32, shape, nullptr, 0};
-    DLTensor b{data.b, cpu, 2, f32, shape, nullptr, 0};
-    DLTensor d{data.d, cpu, 2, f32, shape, nullptr, 0};
-    arb_gemm_args args = ARB_GEMM_ARGS_INIT;
-    args.a = &a;
-    args.b = &b;
-    args.d = &d;
-    check(arb_gemm(ctx, &args, nullptr), "arb_gemm (warm-up)");
-    kernel = chosen_kernel(ctx, ARB_OP_GEMM, &args);
-    for (long i = 0; i < calls; ++i)
-      if (arb_gemm(ctx, &args, nullptr) != ARB_OK) check(ARB_ERR_INTERNAL, "arb_gemm");
+  const Problems problems(data);
+  const arb_op op = op_of(mode);
+  switch (op) {
+    case ARB_OP_GEMM:
+      call_many(calls, [&] { return arb_gemm(ctx, &problems.gemm, nullptr); }, "arb_gemm");
+      break;
+    case ARB_OP_RMSNORM:
+      call_many(calls, [&] { return arb_rmsnorm(ctx, &problems.rmsnorm, nullptr); }, "arb_rmsnorm");
+      break;
+    default:
+      call_many(calls, [&] { return arb_softmax(ctx, &problems.softmax, nullptr); }, "arb_softmax");
   }
-  std::printf("mode=%s op=%s kernel=%s calls=%ld\n", mode.c_str(), is_gemm(mode) ? "gemm" : "softmax",
-              kernel.c_str(), calls);
+  const std::string kernel = chosen_kernel(ctx, op, problems.args(op));
+  std::printf("mode=%s op=%s kernel=%s calls=%ld\n", mode.c_str(), op_name(mode), kernel.c_str(), calls);
   check(arb_context_destroy(ctx), "arb_context_destroy");
 }
 
 // The api mode's problem as a plan: created once, run `calls` times.
 void run_plan(const std::string& mode, long calls, Data& data) {
   arb_context ctx = make_context(mode);
-  const DLDevice cpu{kDLCPU, 0};
-  const DLDataType f32{kDLFloat, 32, 1};
+  const Problems problems(data);
+  const arb_op op = op_of(mode);
   arb_plan plan = nullptr;
-  arb_plan_operands operands = ARB_PLAN_OPERANDS_INIT;
-  std::string kernel;
-  int64_t row[2] = {1, 8}, square[2] = {8, 8};
-  DLTensor x{data.x, cpu, 2, f32, row, nullptr, 0}, y{data.y, cpu, 2, f32, row, nullptr, 0};
-  DLTensor a{data.a, cpu, 2, f32, square, nullptr, 0}, b{data.b, cpu, 2, f32, square, nullptr, 0},
-      d{data.d, cpu, 2, f32, square, nullptr, 0};
-  if (!is_gemm(mode)) {
-    arb_softmax_args args = ARB_SOFTMAX_ARGS_INIT;
-    args.x = &x;
-    args.y = &y;
-    check(arb_plan_create(ctx, ARB_OP_SOFTMAX, &args, &plan), "arb_plan_create");
-    kernel = chosen_kernel(ctx, ARB_OP_SOFTMAX, &args);
-    operands.tensors[0] = data.x;
-    operands.tensors[1] = data.y;
-  } else {
-    arb_gemm_args args = ARB_GEMM_ARGS_INIT;
-    args.a = &a;
-    args.b = &b;
-    args.d = &d;
-    check(arb_plan_create(ctx, ARB_OP_GEMM, &args, &plan), "arb_plan_create");
-    kernel = chosen_kernel(ctx, ARB_OP_GEMM, &args);
-    operands.tensors[0] = data.a;
-    operands.tensors[1] = data.b;
-    operands.tensors[4] = data.d;
+  check(arb_plan_create(ctx, op, problems.args(op), &plan), "arb_plan_create");
+  const std::string kernel = chosen_kernel(ctx, op, problems.args(op));
+  arb_plan_operands operands = ARB_PLAN_OPERANDS_INIT;  // in the order of the op's args struct
+  switch (op) {
+    case ARB_OP_GEMM:
+      operands.tensors[0] = data.a;
+      operands.tensors[1] = data.b;
+      operands.tensors[4] = data.d;
+      break;
+    case ARB_OP_RMSNORM:
+      operands.tensors[0] = data.x;
+      operands.tensors[2] = data.w;
+      operands.tensors[3] = data.y;
+      break;
+    default:
+      operands.tensors[0] = data.x;
+      operands.tensors[1] = data.y;
   }
-  check(arb_plan_run(plan, &operands, nullptr), "arb_plan_run (warm-up)");
-  for (long i = 0; i < calls; ++i)
-    if (arb_plan_run(plan, &operands, nullptr) != ARB_OK) check(ARB_ERR_INTERNAL, "arb_plan_run");
-  std::printf("mode=%s op=%s kernel=%s calls=%ld\n", mode.c_str(), is_gemm(mode) ? "gemm" : "softmax",
-              kernel.c_str(), calls);
+  call_many(calls, [&] { return arb_plan_run(plan, &operands, nullptr); }, "arb_plan_run");
+  std::printf("mode=%s op=%s kernel=%s calls=%ld\n", mode.c_str(), op_name(mode), kernel.c_str(), calls);
   check(arb_plan_destroy(plan), "arb_plan_destroy");
   check(arb_context_destroy(ctx), "arb_context_destroy");
 }
@@ -208,7 +240,10 @@ const arb_kernel* load_kernel(const std::string& file, const char* name) {
 }
 
 void run_direct(const std::string& mode, long calls, Data& data, const std::string& plugin_file) {
-  const char* name = is_gemm(mode) ? "gemm_small_avx2" : "softmax";
+  const arb_op op = op_of(mode);
+  // The kernel the api mode chose on this machine (the script passes it), else the usual one.
+  const char* chosen = std::getenv("ARBITER_BENCH_KERNEL");
+  const char* name = chosen != nullptr ? chosen : op == ARB_OP_GEMM ? "gemm_small_avx2" : op_name(mode);
   const arb_kernel* kernel = load_kernel(plugin_file, name);
 
   // The problem exactly as the C ABI layer builds it for the api mode's call.
@@ -221,7 +256,7 @@ void run_direct(const std::string& mode, long calls, Data& data, const std::stri
   arb_operands operands;
   std::memset(&operands, 0, sizeof operands);
   operands.struct_size = sizeof operands;
-  if (is_gemm(mode)) {
+  if (op == ARB_OP_GEMM) {
     problem.op = ARB_OP_GEMM;
     problem.m = problem.n = problem.k = 8;
     problem.batch = 1;
@@ -232,12 +267,16 @@ void run_direct(const std::string& mode, long calls, Data& data, const std::stri
     operands.alpha = 1.0f;
     operands.beta = 0.0f;
   } else {
-    problem.op = ARB_OP_SOFTMAX;
+    problem.op = op;
     problem.rows = 1;
     problem.cols = 8;
     problem.ld_x = problem.ld_y = 8;
     operands.x = data.x;
     operands.y = data.y;
+    if (op == ARB_OP_RMSNORM) {
+      operands.weight = data.w;
+      operands.eps = 1e-6f;  // ARB_RMSNORM_ARGS_INIT's
+    }
   }
 
   char why[256] = "";
@@ -256,20 +295,22 @@ void run_direct(const std::string& mode, long calls, Data& data, const std::stri
   for (long i = 0; i < calls; ++i)
     if (launch(ctx, &problem, &operands, workspace, workspace_bytes, nullptr, err, sizeof err) != ARB_OK)
       die(std::string("launch: ") + err);
-  std::printf("mode=%s op=%s kernel=cpu.%s calls=%ld\n", mode.c_str(), is_gemm(mode) ? "gemm" : "softmax", name,
-              calls);
+  std::printf("mode=%s op=%s kernel=cpu.%s calls=%ld\n", mode.c_str(), op_name(mode), name, calls);
   std::free(workspace);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  static const char* const kModes =
+      "api, direct, api_gemm, direct_gemm, api_rmsnorm, direct_rmsnorm, api_shadow, api_gemm_shadow, plan, "
+      "plan_gemm, plan_rmsnorm";
   if (argc < 3 || argc > 4) {
     std::fprintf(stderr,
-                 "usage: arbiter_bench_dispatch <api|direct|api_gemm|direct_gemm|api_shadow|api_gemm_shadow|plan|plan_gemm> <calls> "
-                 "[plugin-file]\n"
+                 "usage: arbiter_bench_dispatch <mode> <calls> [plugin-file]\n"
+                 "  mode: %s\n"
                  "  plugin-file (direct modes): default <bindir>/%s/arbiter_cpu.so\n",
-                 ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR);
+                 kModes, ARBITER_BENCH_PLUGIN_DIR_FROM_BINDIR);
     return 2;
   }
   const std::string mode = argv[1];
@@ -277,14 +318,15 @@ int main(int argc, char** argv) {
   const long calls = std::strtol(argv[2], &end, 10);
   if (end == argv[2] || *end != '\0' || calls < 0) die("calls must be a non-negative integer");
   Data data;
-  if (mode == "api" || mode == "api_gemm" || mode == "api_shadow" || mode == "api_gemm_shadow") {
+  if (mode == "api" || mode == "api_gemm" || mode == "api_rmsnorm" || mode == "api_shadow" ||
+      mode == "api_gemm_shadow") {
     run_api(mode, calls, data);
-  } else if (mode == "plan" || mode == "plan_gemm") {
+  } else if (mode == "plan" || mode == "plan_gemm" || mode == "plan_rmsnorm") {
     run_plan(mode, calls, data);
-  } else if (mode == "direct" || mode == "direct_gemm") {
+  } else if (mode == "direct" || mode == "direct_gemm" || mode == "direct_rmsnorm") {
     run_direct(mode, calls, data, argc == 4 ? argv[3] : default_plugin_file());
   } else {
-    die("unknown mode '" + mode + "' (api, direct, api_gemm, direct_gemm, api_shadow, api_gemm_shadow, plan, plan_gemm)");
+    die("unknown mode '" + mode + "' (" + kModes + ")");
   }
   return 0;
 }

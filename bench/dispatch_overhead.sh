@@ -5,13 +5,15 @@
 #
 #   bench/dispatch_overhead.sh <build-dir> [keep-dir]
 #
-# Runs build-dir/bin/arbiter_bench_dispatch under `valgrind --tool=callgrind` in eight modes
-# (api / direct for softmax f32 1x8, api_gemm / direct_gemm for gemm f32 8x8x8, the two api
-# modes again with shadow checks of one call in 1000: api_shadow, api_gemm_shadow, and the two
-# problems as plans: plan, plan_gemm), each at two
-# call counts, and reports per mode (Ir(high) - Ir(low)) / (high - low): the difference
-# cancels everything that happens once (start-up, context creation, plugin loading, the
-# warm-up call that fills the selection cache). api - direct is the dispatch overhead.
+# Runs build-dir/bin/arbiter_bench_dispatch under `valgrind --tool=callgrind` in eleven modes
+# (api / direct for softmax f32 1x8, api_gemm / direct_gemm for gemm f32 8x8x8, api_rmsnorm /
+# direct_rmsnorm for rmsnorm f32 1x8, the softmax and gemm api modes again with shadow checks
+# of one call in 1000: api_shadow, api_gemm_shadow, and the three problems as plans: plan,
+# plan_gemm, plan_rmsnorm), each at two call counts, and reports per mode
+# (Ir(high) - Ir(low)) / (high - low): the difference cancels everything that happens once
+# (start-up, context creation, plugin loading, the warm-up call that fills the selection
+# cache). api - direct is the dispatch overhead; a direct mode launches the kernel its api
+# mode chose (ARBITER_BENCH_KERNEL).
 # Call counts: LOW and HIGH in the environment (default 1000 and 11000).
 # With keep-dir, the callgrind files are kept there (callgrind_annotate reads them).
 # BREAKDOWN=1 adds, for the api and plan modes, the instructions per call spent in each function's
@@ -49,11 +51,17 @@ export ARBITER_BENCH_TRUST_SHA256
 
 declare -A ir kernel
 commands=()
-modes=(api direct api_gemm direct_gemm api_shadow api_gemm_shadow plan plan_gemm)
+modes=(api direct api_gemm direct_gemm api_rmsnorm direct_rmsnorm api_shadow api_gemm_shadow plan plan_gemm
+       plan_rmsnorm)
 for mode in "${modes[@]}"; do
+  direct_kernel=()
+  case $mode in
+    direct) direct_kernel=(env "ARBITER_BENCH_KERNEL=${kernel[api]#cpu.}") ;;
+    direct_*) direct_kernel=(env "ARBITER_BENCH_KERNEL=${kernel[api_${mode#direct_}]#cpu.}") ;;
+  esac
   for calls in "$low" "$high"; do
     file="$out/callgrind.$mode.$calls.out"
-    cmd=(valgrind --tool=callgrind --callgrind-out-file="$file" "$bin" "$mode" "$calls")
+    cmd=("${direct_kernel[@]}" valgrind --tool=callgrind --callgrind-out-file="$file" "$bin" "$mode" "$calls")
     commands+=("${cmd[*]}")
     if ! "${cmd[@]}" >"$out/$mode.$calls.stdout" 2>"$out/$mode.$calls.stderr"; then
       echo "$0: failed: ${cmd[*]}" >&2
@@ -71,8 +79,8 @@ done
 per_call() { awk -v a="${ir[$1.$low]}" -v b="${ir[$1.$high]}" -v n=$((high - low)) 'BEGIN {printf "%.1f", (b - a) / n}'; }
 
 status=0
-for pair in "api direct" "api_gemm direct_gemm" "api_shadow direct" "api_gemm_shadow direct_gemm" "plan direct" \
-            "plan_gemm direct_gemm"; do
+for pair in "api direct" "api_gemm direct_gemm" "api_rmsnorm direct_rmsnorm" "api_shadow direct" \
+            "api_gemm_shadow direct_gemm" "plan direct" "plan_gemm direct_gemm" "plan_rmsnorm direct_rmsnorm"; do
   read -r via_api via_pointer <<<"$pair"
   if [[ "${kernel[$via_api]}" != "${kernel[$via_pointer]}" ]]; then
     echo "$0: warning: $via_api ran ${kernel[$via_api]} but $via_pointer ran ${kernel[$via_pointer]};" \
@@ -91,6 +99,7 @@ echo "| --- | --- | --- | --- | ---: | ---: | ---: |"
 for mode in "${modes[@]}"; do
   case $mode in
     *gemm*) op=gemm; problem="f32 m=8 n=8 k=8" ;;
+    *rmsnorm*) op=rmsnorm; problem="f32 rows=1 cols=8" ;;
     *) op=softmax; problem="f32 rows=1 cols=8" ;;
   esac
   case $mode in
@@ -104,8 +113,9 @@ done
 echo
 echo "| op | api Ir/call | direct Ir/call | dispatch overhead Ir/call |"
 echo "| --- | ---: | ---: | ---: |"
-for pair in "softmax api direct" "gemm api_gemm direct_gemm" "softmax,shadow-1000 api_shadow direct" \
-            "gemm,shadow-1000 api_gemm_shadow direct_gemm" "softmax,plan plan direct" "gemm,plan plan_gemm direct_gemm"; do
+for pair in "softmax api direct" "gemm api_gemm direct_gemm" "rmsnorm api_rmsnorm direct_rmsnorm" \
+            "softmax,shadow-1000 api_shadow direct" "gemm,shadow-1000 api_gemm_shadow direct_gemm" \
+            "softmax,plan plan direct" "gemm,plan plan_gemm direct_gemm" "rmsnorm,plan plan_rmsnorm direct_rmsnorm"; do
   read -r op via_api via_pointer <<<"$pair"
   a=$(per_call "$via_api")
   d=$(per_call "$via_pointer")
@@ -129,7 +139,7 @@ if [[ "${BREAKDOWN:-0}" == 1 ]]; then
     callgrind_annotate --auto=no --inclusive=no --threshold=100 "$1" 2>/dev/null |
       awk '/^ *[0-9,]+ +\(/ {c = $1; gsub(",", "", c); sub(/^ *[0-9,]+ +\( *[0-9.]+%\) +/, ""); sub(/ \[.*\]$/, ""); print c "\t" $0}'
   }
-  for mode in api api_gemm plan plan_gemm; do
+  for mode in api api_gemm api_rmsnorm plan plan_gemm plan_rmsnorm; do
     echo
     echo "Breakdown, $mode: self instructions per call, functions with 5 or more"
     echo
