@@ -6,11 +6,13 @@
 #include "api/tune_problems.hpp"
 #include "api/verify_problem.hpp"
 #include "common/failure.hpp"
+#include "common/hot_path.hpp"
 #include "common/log.hpp"
 #include "arbiter_base/abi_names.hpp"
 #include "context.hpp"
 #include "plan.hpp"
 #include "problem/op_table.hpp"
+#include "problem/ops/call_fast_path.hpp"
 #include "problem/ops/ops.hpp"
 #include "problem/problem_text.hpp"
 #include "plugin/plugin_record.hpp"
@@ -62,8 +64,10 @@ arbiter::Context& context_of(arb_context context) {
   return context->impl;
 }
 
-// Runs one op through dispatch: the hot path of every call.
-arb_status run_op(arb_context context, const arbiter::Op& op, const void* args, void* stream) {
+// Runs one op through dispatch with every check in detail: the calls the fast path below
+// does not take, and the ones it refuses (so that a bad argument gets its status and
+// message). Out of line: the flattened entry points must not take it in.
+[[gnu::noinline]] arb_status run_op(arb_context context, const arbiter::Op& op, const void* args, void* stream) {
   return guarded([&] {
     arbiter::Context& ctx = context_of(context);
     arbiter::Call call;
@@ -72,6 +76,22 @@ arb_status run_op(arb_context context, const arbiter::Op& op, const void* args, 
       fail(ARB_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors (a CUDA stream goes with CUDA tensors)");
     ctx.run(call.problem, call.operands, stream);
   });
+}
+
+const arbiter::Op& op_of(const arb_gemm_args*) { return arbiter::gemm_op(); }
+const arbiter::Op& op_of(const arb_rmsnorm_args*) { return arbiter::rmsnorm_op(); }
+const arbiter::Op& op_of(const arb_softmax_args*) { return arbiter::softmax_op(); }
+
+// A call of an op, the hot path of arb_gemm, arb_rmsnorm and arb_softmax: the common case
+// (every tensor row-major, of one known dtype, sizes up to 2^30) built inline, its problem
+// selected and launched; anything else through run_op (call_fast_path.hpp).
+template <typename Args>
+ARBITER_HOT_INLINE arb_status run_call(arb_context context, const Args* args, void* stream) {
+  arbiter::Call call;
+  if (context == nullptr || !arbiter::build_call_fast(args, call) ||
+      (stream != nullptr && call.problem.device_type == kDLCPU)) [[unlikely]]
+    return run_op(context, op_of(args), args, stream);
+  return guarded([&] { context->impl.run(call.problem, call.operands, stream); });
 }
 
 // Copies a report into the caller's buffer, NUL-terminated, or says how big it must be.
@@ -177,16 +197,18 @@ ARB_API arb_status arb_context_destroy(arb_context context) {
   return guarded([&] { delete context; });
 }
 
-ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream) {
-  return run_op(context, arbiter::gemm_op(), args, stream);
+// Flattened, as arb_plan_run: the checks, the selection and the launch in one frame, so that
+// the problem's hash and the cache's compare fold with the fields just set.
+[[gnu::flatten]] ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream) {
+  return run_call(context, args, stream);
 }
 
-ARB_API arb_status arb_rmsnorm(arb_context context, const arb_rmsnorm_args* args, void* stream) {
-  return run_op(context, arbiter::rmsnorm_op(), args, stream);
+[[gnu::flatten]] ARB_API arb_status arb_rmsnorm(arb_context context, const arb_rmsnorm_args* args, void* stream) {
+  return run_call(context, args, stream);
 }
 
-ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args, void* stream) {
-  return run_op(context, arbiter::softmax_op(), args, stream);
+[[gnu::flatten]] ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args, void* stream) {
+  return run_call(context, args, stream);
 }
 
 ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args, char* buffer, size_t capacity,

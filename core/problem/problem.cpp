@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <array>
 #include <cstring>
 
 namespace arbiter {
@@ -35,27 +34,6 @@ arb_problem empty_problem(const Op& op) {
   arb_problem problem = zero_filled(op.code());
   op.set_defaults(problem);
   return problem;
-}
-
-uint64_t problem_hash(const arb_problem& problem) noexcept {
-  static_assert(sizeof(arb_problem) % sizeof(uint64_t) == 0);
-  uint64_t words[sizeof(arb_problem) / sizeof(uint64_t)];
-  std::memcpy(words, &problem, sizeof words);
-  // This runs on every call: one independent multiply per word (a different odd constant
-  // for each position, so no chain of dependent multiplies), then a final avalanche.
-  constexpr size_t kWords = sizeof(arb_problem) / sizeof(uint64_t);
-  static constexpr auto kMultipliers = [] {
-    std::array<uint64_t, kWords> m{};
-    uint64_t k = 0x9e3779b97f4a7c15ull;
-    for (uint64_t& v : m) v = (k += 0xd6e8feb86659fd93ull) | 1u;
-    return m;
-  }();
-  uint64_t h = 0;
-#pragma GCC unroll 32
-  for (size_t i = 0; i < kWords; ++i) h += words[i] * kMultipliers[i];
-  h ^= h >> 32;
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
 }
 
 namespace {

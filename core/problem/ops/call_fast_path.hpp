@@ -1,0 +1,134 @@
+// The calls' common case, built inline on the path of every arb_gemm / arb_rmsnorm /
+// arb_softmax (core/api/c_api.cpp): each operand checked once by tensor_fast_path.hpp, the
+// problem and operands written in place. Always inlined (GCC would keep each out of line:
+// too large) so that the problem's hash and the selection cache's compare fold with the
+// fields just set, the other ops' fields being known zeros.
+//
+// build_call_fast answers false for anything outside the common case and for every error,
+// without a message: the caller then runs the op's build_call (gemm.cpp, rmsnorm.cpp,
+// softmax.cpp), whose detailed checks accept the call or throw the status and message that
+// say what is wrong. A true answer must leave exactly the call build_call would build
+// (tests/test_call_fast_path.cpp compares the two on good and bad arguments).
+#pragma once
+
+#include "problem/ops/tensor_fast_path.hpp"
+#include "problem/ops/tensor_views.hpp"  // address()
+
+#include <arbiter/arbiter.h>
+
+namespace arbiter {
+
+// gemm: a, b, d (c with beta != 0, bias when given) 2-D row-major matrices (bias a vector).
+[[gnu::always_inline]] inline bool build_call_fast(const arb_gemm_args* args, Call& call) {
+  using namespace fast_path;
+  if (args == nullptr || args->struct_size < ARB_GEMM_ARGS_STRUCT_SIZE) return false;
+  if (((args->trans_a | args->trans_b) & ~1) != 0 || args->reserved != 0) return false;  // each 0 or 1
+  if (args->activation < ARB_ACT_NONE || args->activation > ARB_ACT_SILU) return false;
+  Kind kind;
+  Span a, b, d;
+  if (!first_matrix(args->a, kind, a) || !matrix(args->b, kind, b) || !matrix(args->d, kind, d)) return false;
+  const int64_t m = args->trans_a ? a.cols : a.rows, k = args->trans_a ? a.rows : a.cols;
+  const int64_t n = args->trans_b ? b.rows : b.cols;
+  if ((args->trans_b ? b.cols : b.rows) != k || d.rows != m || d.cols != n) return false;
+  if (overlap(d, a) || overlap(d, b)) return false;
+  start_call(ARB_OP_GEMM, kind, call);
+  arb_problem& p = call.problem;
+  arb_operands& o = call.operands;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.batch = 1;
+  p.lda = a.ld;
+  p.ldb = b.ld;
+  p.ldd = d.ld;
+  p.trans_a = args->trans_a;
+  p.trans_b = args->trans_b;
+  p.activation = args->activation;
+  o.a = a.data;
+  o.b = b.data;
+  o.d = d.data;
+  o.alpha = args->alpha;
+  o.beta = args->beta;
+  uint64_t addresses = address(a.data) | address(b.data) | address(d.data);
+  uint64_t strides = static_cast<uint64_t>(a.ld | b.ld | d.ld);
+  if (args->beta != 0.0f) {
+    Span c;
+    if (!matrix(args->c, kind, c) || c.rows != m || c.cols != n) return false;
+    if (c.data == d.data) {
+      if (c.ld != d.ld) return false;
+      p.c_is_d = 1;
+    } else if (overlap(d, c)) {
+      return false;
+    }
+    p.has_c = 1;
+    p.ldc = c.ld;
+    o.c = c.data;
+    addresses |= address(c.data);
+    strides |= static_cast<uint64_t>(c.ld);
+  }
+  if (args->bias != nullptr) {
+    Span bias;
+    if (!vector(args->bias, kind, n, bias) || overlap(d, bias)) return false;
+    p.has_bias = 1;
+    o.bias = bias.data;
+    addresses |= address(bias.data);
+  }
+  return set_alignment(addresses, strides, kind, p);
+}
+
+// The two row ops' x and y: 2-D row-major matrices of one shape that do not overlap.
+[[gnu::always_inline]] inline bool bind_rows_fast(const DLTensor* x_tensor, const DLTensor* y_tensor, arb_op op,
+                                                  fast_path::Kind& kind, fast_path::Span& x, fast_path::Span& y,
+                                                  Call& call) {
+  using namespace fast_path;
+  if (!first_matrix(x_tensor, kind, x) || !matrix(y_tensor, kind, y)) return false;
+  if (y.rows != x.rows || y.cols != x.cols || overlap(y, x)) return false;
+  start_call(op, kind, call);
+  call.problem.rows = x.rows;
+  call.problem.cols = x.cols;
+  call.problem.ld_x = x.ld;
+  call.problem.ld_y = y.ld;
+  call.operands.x = x.data;
+  call.operands.y = y.data;
+  return true;
+}
+
+[[gnu::always_inline]] inline bool build_call_fast(const arb_softmax_args* args, Call& call) {
+  using namespace fast_path;
+  if (args == nullptr || args->struct_size < ARB_SOFTMAX_ARGS_STRUCT_SIZE) return false;
+  Kind kind;
+  Span x, y;
+  return bind_rows_fast(args->x, args->y, ARB_OP_SOFTMAX, kind, x, y, call) &&
+         set_alignment(address(x.data) | address(y.data), static_cast<uint64_t>(x.ld | y.ld), kind, call.problem);
+}
+
+// rmsnorm: x, y (and a residual) 2-D row-major, the weight a vector of x's columns.
+[[gnu::always_inline]] inline bool build_call_fast(const arb_rmsnorm_args* args, Call& call) {
+  using namespace fast_path;
+  if (args == nullptr || args->struct_size < ARB_RMSNORM_ARGS_STRUCT_SIZE || !(args->eps >= 0.0f)) return false;
+  // reserved arrived with the field after eps: a shorter struct has none.
+  if (args->struct_size >= offsetof(arb_rmsnorm_args, reserved) + sizeof args->reserved && args->reserved != 0)
+    return false;
+  Kind kind;
+  Span x, y, weight;
+  if (!bind_rows_fast(args->x, args->y, ARB_OP_RMSNORM, kind, x, y, call)) return false;
+  if (!vector(args->weight, kind, x.cols, weight) || overlap(y, weight)) return false;
+  call.operands.weight = weight.data;
+  call.operands.eps = args->eps;
+  uint64_t addresses = address(x.data) | address(y.data) | address(weight.data);
+  uint64_t strides = static_cast<uint64_t>(x.ld | y.ld);
+  if (args->residual != nullptr) {
+    // x += residual is written in place: x is an output too.
+    Span r;
+    if (!matrix(args->residual, kind, r) || r.rows != x.rows || r.cols != x.cols) return false;
+    if (overlap(y, r) || overlap(x, r) || overlap(x, weight)) return false;
+    call.problem.has_residual = 1;
+    call.problem.ld_residual = r.ld;
+    call.operands.residual = r.data;
+    addresses |= address(r.data);
+    strides |= static_cast<uint64_t>(r.ld);
+  }
+  return set_alignment(addresses, strides, kind, call.problem);
+}
+
+}  // namespace arbiter
