@@ -43,6 +43,9 @@ fi
 
 # The environment that decides which plugins load: none of the user's.
 unset ARBITER_PLUGIN_PATH
+# No file hash cache: every run hashes the plugin files, so that the two call counts pay the
+# same start-up (a cache written between them, by another process too, did not cancel).
+export ARBITER_CACHE_DIR=""
 # The CPU plugin trusted by content, so that no verification (whose cost varies with the
 # gate's random seeds) runs at start-up and the difference of the two call counts cancels it.
 export ARBITER_BENCH_TRUST_PATH="$build/lib/arbiter/plugins/arbiter_cpu.so"
