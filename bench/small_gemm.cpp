@@ -1,6 +1,7 @@
 // arbiter_bench_small_gemm [--quick] [--samples N]
 //
-// Kernel runtime on small CPU problems (docs/architecture.md, "Measurement" and "Benchmark reports"): cpu.gemm_small against
+// Kernel runtime on small CPU problems (docs/architecture.md, "Measurement" and "Benchmark reports"): cpu.gemm_small
+// and the bf16 GEMMs (cpu.gemm_bf16_avx512, cpu.gemm_bf16_amx) against
 // the vendor kernels openblas.sgemm and onednn.matmul (and reference.gemm), and cpu.rmsnorm /
 // cpu.softmax against reference.*, all in one run so that ratios compare
 // like with like. GEMM rates are also given as a fraction of this run's measured FMA peak
@@ -597,7 +598,8 @@ int main(int argc, char** argv) {
       const std::string op = gemm ? "gemm" : (p.op == ARB_OP_RMSNORM ? "rmsnorm" : "softmax");
       std::vector<std::string> names;
       if (gemm) {
-        names = {"cpu.gemm_small_avx512", "cpu.gemm_small_avx2", "openblas.sgemm", "onednn.matmul", "reference.gemm"};
+        names = {"cpu.gemm_small_avx512", "cpu.gemm_small_avx2", "cpu.gemm_bf16_avx512", "cpu.gemm_bf16_amx", "openblas.sgemm",
+                 "onednn.matmul", "reference.gemm"};
         c.baseline = "openblas.sgemm";
       } else {
         names = {"cpu." + op, "reference." + op};

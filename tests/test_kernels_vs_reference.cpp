@@ -79,9 +79,10 @@ void check_against_reference(const std::string& kernel_name, const std::string& 
   }
 }
 
-void check_gemm_kernel(const std::string& kernel, const std::vector<Shape>& shapes) {
+void check_gemm_kernel(const std::string& kernel, const std::vector<Shape>& shapes,
+                       const std::vector<const char*>& dtypes = {"f32", "f16", "bf16"}) {
   uint64_t index = 0;
-  for (const char* dtype : {"f32", "f16", "bf16"}) {
+  for (const char* dtype : dtypes) {
     for (int ta = 0; ta < 2; ++ta) {
       for (int tb = 0; tb < 2; ++tb) {
         for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "silu"}) {
@@ -131,6 +132,31 @@ TEST_CASE("cpu.gemm_small_avx2 matches the reference: every dtype, transpose and
     return;
   }
   check_gemm_kernel("cpu.gemm_small_avx2", kSmall);
+}
+
+TEST_CASE("cpu.gemm_bf16_avx512 matches the reference: bf16, every transpose and epilogue, small to medium shapes") {
+  if (!__builtin_cpu_supports("avx512bf16") || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl")) {
+    MESSAGE("skipped: this CPU lacks AVX512-BF16, AVX-512BW or AVX-512VL");
+    return;
+  }
+  // Odd k (the packed pair's zero half), n past a 32-column strip and m past a 12-row block,
+  // and medium shapes that the small kernels refuse.
+  std::vector<Shape> shapes = kSmall;
+  shapes.insert(shapes.end(), kLarger.begin(), kLarger.end());
+  shapes.insert(shapes.end(), {{128, 128, 128, 0}, {25, 257, 33, 3}, {200, 40, 301, 1}});
+  check_gemm_kernel("cpu.gemm_bf16_avx512", shapes, {"bf16"});
+}
+
+TEST_CASE("cpu.gemm_bf16_amx matches the reference: bf16, every transpose and epilogue, small to medium shapes") {
+  if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16") || !__builtin_cpu_supports("avx512bf16")) {
+    MESSAGE("skipped: this CPU lacks AMX-BF16 or AVX512-BF16");
+    return;
+  }
+  // m and n past a 32 x 32 block, k past a 32-deep tile (odd, too), and medium shapes.
+  std::vector<Shape> shapes = kSmall;
+  shapes.insert(shapes.end(), kLarger.begin(), kLarger.end());
+  shapes.insert(shapes.end(), {{128, 128, 128, 0}, {33, 257, 65, 3}, {200, 40, 301, 1}, {64, 96, 32, 0}});
+  check_gemm_kernel("cpu.gemm_bf16_amx", shapes, {"bf16"});
 }
 
 TEST_CASE("cpu.gemm_small_avx512 matches the reference: every dtype, transpose and epilogue, edge shapes") {

@@ -1,6 +1,7 @@
-// The cpu plugin: hand-written CPU kernels: a small-shape GEMM (AVX-512 and AVX2 builds)
-// and vectorised RMSNorm and softmax (AVX2). On a CPU without an ISA its kernels refuse,
-// with that reason, and dispatch falls through to the next kernel.
+// The cpu plugin: hand-written CPU kernels: a small-shape GEMM (AVX-512 and AVX2 builds), bf16
+// GEMMs for small and medium shapes (AVX512-BF16, AMX) and vectorised RMSNorm and softmax
+// (AVX2). On a CPU without an ISA its kernels refuse, with that reason, and dispatch falls
+// through to the next kernel.
 #include <arbiter/plugin.hpp>
 
 #include "kernels.hpp"
@@ -41,11 +42,44 @@ bool small_gemm_avx512(const arb_problem& p, Why& why) {
   return small_gemm(p, why);
 }
 
+bool cpu_has_avx512_bf16() {
+  static const bool present = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+  return present;
+}
+
+// What both bf16 GEMMs take, once their ISA is known to be here.
+bool bf16_gemm_shape(const arb_problem& p, Why& why) {
+  if (p.dtype != ARB_DTYPE_BF16) return why.no("bf16 only");
+  const int64_t max = arbiter::cpu::kMediumGemmMax;
+  if (p.m > max || p.n > max || p.k > max)
+    return why.no("small and medium shapes only: m, n, k <= %lld (got m=%lld n=%lld k=%lld)",
+                  static_cast<long long>(max), static_cast<long long>(p.m), static_cast<long long>(p.n),
+                  static_cast<long long>(p.k));
+  // A transposed B is gathered by 32-bit byte offsets of its rows.
+  if (p.trans_b && (p.n + 32) * p.ldb * 2 > INT32_MAX) return why.no("B's rows lie too far apart for the gather");
+  return true;
+}
+
+bool bf16_gemm_avx512(const arb_problem& p, Why& why) {
+  if (!runs_here(p, why)) return false;
+  if (!cpu_has_avx512_bf16()) return why.no("this CPU lacks AVX512-BF16 (or AVX-512F, VL, BW)");
+  return bf16_gemm_shape(p, why);
+}
+
+bool bf16_gemm_amx(const arb_problem& p, Why& why) {
+  if (!runs_here(p, why)) return false;
+  static const bool amx = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16");
+  if (!amx || !cpu_has_avx512_bf16()) return why.no("this CPU lacks AMX-BF16 (or AVX512-BF16)");
+  if (!arbiter::cpu::amx_usable()) return why.no("Linux refused this process AMX tile state (arch_prctl XTILEDATA)");
+  return bf16_gemm_shape(p, why);
+}
+
 }  // namespace
 
 ARBITER_PLUGIN(
     arbiter::plugin::Plugin("cpu", "1.0.0")
-        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, vectorised rmsnorm and softmax")
+        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm and softmax")
         .provenance(ARB_PROVENANCE_HAND_TUNED)
         .priority(100)
         .kernel(arbiter::plugin::Kernel("gemm_small_avx512", ARB_OP_GEMM)
@@ -55,6 +89,20 @@ ARBITER_PLUGIN(
         .kernel(arbiter::plugin::Kernel("gemm_small_avx2", ARB_OP_GEMM)
                     .supports(small_gemm)
                     .launch([](const Launch& l) { arbiter::cpu::gemm_small_avx2(l.problem, l.operands); }))
+        // The bf16 GEMMs rank below gemm_small_avx512 (kernel priority 1), which the small
+        // shapes keep; above 64 the name orders them: gemm_bf16_amx, then gemm_bf16_avx512.
+        .kernel(arbiter::plugin::Kernel("gemm_bf16_amx", ARB_OP_GEMM)
+                    .supports(bf16_gemm_amx)
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::gemm_bf16_amx_workspace(p); })
+                    .launch([](const Launch& l) {
+                      arbiter::cpu::gemm_bf16_amx(l.problem, l.operands, l.workspace, l.workspace_bytes);
+                    }))
+        .kernel(arbiter::plugin::Kernel("gemm_bf16_avx512", ARB_OP_GEMM)
+                    .supports(bf16_gemm_avx512)
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::gemm_bf16_avx512_workspace(p); })
+                    .launch([](const Launch& l) {
+                      arbiter::cpu::gemm_bf16_avx512(l.problem, l.operands, l.workspace, l.workspace_bytes);
+                    }))
         .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM)
                     .supports(runs_here)
                     .launch([](const Launch& l) { arbiter::cpu::rmsnorm(l.problem, l.operands); }))

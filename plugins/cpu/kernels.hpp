@@ -5,12 +5,22 @@
 
 #include <arbiter/plugin.h>
 
+#include <cstddef>
+
 namespace arbiter::cpu {
 
-constexpr int64_t kSmallGemmMax = 64;  // gemm_small: m, n and k up to this
+constexpr int64_t kSmallGemmMax = 64;     // gemm_small: m, n and k up to this
+constexpr int64_t kMediumGemmMax = 1024;  // gemm_bf16_avx512 and gemm_bf16_amx: m, n and k up to this
 
 void gemm_small_avx2(const arb_problem& problem, const arb_operands& operands);
 void gemm_small_avx512(const arb_problem& problem, const arb_operands& operands);
+// bf16 only, with AVX512-BF16; its operands packed into the workspace (the size below).
+size_t gemm_bf16_avx512_workspace(const arb_problem& problem);
+void gemm_bf16_avx512(const arb_problem& problem, const arb_operands& operands, void* workspace, size_t workspace_bytes);
+// bf16 only, on AMX tiles; amx_usable() asks Linux for the tile state (once per process).
+bool amx_usable();
+size_t gemm_bf16_amx_workspace(const arb_problem& problem);
+void gemm_bf16_amx(const arb_problem& problem, const arb_operands& operands, void* workspace, size_t workspace_bytes);
 void rmsnorm(const arb_problem& problem, const arb_operands& operands);
 void softmax(const arb_problem& problem, const arb_operands& operands);
 
