@@ -15,6 +15,7 @@
 #include "device/host_buffer.hpp"
 #include "device/problem_buffers.hpp"
 #include "problem/problem.hpp"
+#include "problem/problem_cost.hpp"
 #include "problem/problem_text.hpp"
 #include "plugin/plugin_record.hpp"
 #include "verify/accuracy.hpp"
@@ -185,14 +186,9 @@ void measure(std::vector<Candidate>& candidates, const arb_problem& problem, con
 
 double gemm_flops(const arb_problem& p) { return 2.0 * static_cast<double>(p.m * p.n * p.k); }
 
-// Bytes read and written once: x and y, plus weight (and residual) for rmsnorm.
-double row_bytes(const arb_problem& p) {
-  const double element = static_cast<double>(arbiter::dtype_size(p.dtype));
-  double bytes = 2.0 * static_cast<double>(p.rows * p.cols) * element;
-  if (p.op == ARB_OP_RMSNORM)
-    bytes += static_cast<double>(p.cols) * element + (p.has_residual ? 2.0 * static_cast<double>(p.rows * p.cols) * element : 0.0);
-  return bytes;
-}
+// The bytes every kernel of the op must move (the op's own count: x and y; rmsnorm's weight
+// and residual; swiglu's gate, up and y).
+double row_bytes(const arb_problem& p) { return arbiter::bytes_moved(p); }
 
 std::string fmt_double(const char* format, double v) {
   char buffer[64];
@@ -575,7 +571,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> gemm_texts, row_texts;
   if (settings.quick) {
     gemm_texts = {"gemm f32 m=8 n=8 k=8", "gemm bf16 m=64 n=64 k=64 act=gelu bias=1"};
-    row_texts = {"rmsnorm bf16 rows=8 cols=4096", "softmax f32 rows=8 cols=4096"};
+    row_texts = {"rmsnorm bf16 rows=8 cols=4096", "softmax f32 rows=8 cols=4096", "swiglu bf16 rows=1 cols=14336 fused=1"};
   } else {
     for (const std::string& shape : gemm_shapes)
       for (const std::string& dtype : dtypes) gemm_texts.push_back("gemm " + dtype + " " + shape);
@@ -583,6 +579,9 @@ int main(int argc, char** argv) {
       for (const std::string& dtype : dtypes)
         for (const char* cols : {"4096", "32000"})
           row_texts.push_back(std::string(op) + " " + dtype + " rows=8 cols=" + cols);
+    // Llama-3-8B's MLP activation at decode: the fused gate+up output's halves.
+    for (const std::string& dtype : dtypes)
+      for (const char* rows : {"1", "16"}) row_texts.push_back("swiglu " + dtype + " rows=" + rows + " cols=14336 fused=1");
   }
 
   unsetenv("ARBITER_PLUGIN_PATH");  // the build's own plugins, nothing else
@@ -595,7 +594,7 @@ int main(int argc, char** argv) {
       c.text = text;
       c.parsed = arbiter::parse_problem(text);
       const arb_problem& p = c.parsed.problem;
-      const std::string op = gemm ? "gemm" : (p.op == ARB_OP_RMSNORM ? "rmsnorm" : "softmax");
+      const std::string op = c.text.substr(0, c.text.find(' '));
       std::vector<std::string> names;
       if (gemm) {
         names = {"cpu.gemm_small_avx512", "cpu.gemm_small_avx2", "cpu.gemm_bf16_avx512", "cpu.gemm_bf16_amx", "openblas.sgemm",
@@ -603,6 +602,7 @@ int main(int argc, char** argv) {
         c.baseline = "openblas.sgemm";
       } else {
         names = {"cpu." + op, "reference." + op};
+        if (op == "swiglu") names.insert(names.begin(), "cpu.swiglu_avx512");
         c.baseline = "reference." + op;
       }
       ProblemBuffers inputs(p, c.parsed.alpha, c.parsed.beta, c.parsed.eps);
@@ -652,7 +652,7 @@ int main(int argc, char** argv) {
   print_summary(gemm_cases, "onednn.matmul", "openblas.sgemm");
   std::printf("Speedup of cpu.gemm_small_avx512 over onednn.matmul:\n\n");
   print_summary(gemm_cases, "cpu.gemm_small_avx512", "onednn.matmul");
-  std::printf("## RMSNorm and softmax\n\n");
+  std::printf("## RMSNorm, softmax and SwiGLU\n\n");
   passed = print_table(row_cases, false, ceilings) && passed;
 
   std::printf(
@@ -669,7 +669,7 @@ int main(int argc, char** argv) {
       "Data: inputs uniform in [-1, 1] (seed %llu, never zero-filled), outputs NaN-poisoned before the check. "
       "Check: each kernel's first output against reference.* (fp64 accumulation), relative norm error, "
       "tolerance 1e-5 (f32) / 8e-3 (bf16). Rates: GEMM 2*m*n*k flops (bias and activation not counted); row "
-      "ops bytes of x read and y written once, plus weight for rmsnorm. Speedup = baseline median / kernel "
+      "ops the bytes every kernel must move: x read and y written once, plus weight for rmsnorm, gate and up read for swiglu. Speedup = baseline median / kernel "
       "median, both from this run. Whole run: %.1f s.\n",
       settings.warmup_seconds * 1e3, settings.batch_seconds * 1e3, settings.samples,
       static_cast<unsigned long long>(settings.seed),

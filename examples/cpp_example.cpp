@@ -1,8 +1,8 @@
 // cpp_example.cpp: arbiter through the header-only C++ layer (arbiter.hpp).
 //
-// Lists the plugins the context found, then runs Y = rmsnorm(relu(A * B + bias)) * w and
-// P = softmax(Y) on the CPU, checks all three results against a naive computation done
-// here, and prints why the GEMM went to the kernel it went to. Then the GEMM as a plan (bound
+// Lists the plugins the context found, then runs Y = rmsnorm(relu(A * B + bias)) * w,
+// P = softmax(Y) and S = swiglu(D, Y) on the CPU, checks all four results against a naive
+// computation done here, and prints why the GEMM went to the kernel it went to. Then the GEMM as a plan (bound
 // once, run on new data, as a decode loop calls its shapes), checked against the call. Errors are arbiter::Error
 // exceptions (status plus message); any failure or mismatch exits non-zero.
 #include <arbiter/arbiter.hpp>
@@ -61,7 +61,7 @@ int run() {
 
   constexpr int64_t m = 4, n = 8, k = 16;
   auto input = [](size_t i, size_t salt) { return static_cast<float>(static_cast<int>((i * 7 + salt) % 17) - 8) / 8.0f; };
-  std::vector<float> a(m * k), b(k * n), bias(n), d(m * n), w(n), y(m * n), p(m * n);
+  std::vector<float> a(m * k), b(k * n), bias(n), d(m * n), w(n), y(m * n), p(m * n), s(m * n);
   for (size_t i = 0; i < a.size(); ++i) a[i] = input(i, 1);
   for (size_t i = 0; i < b.size(); ++i) b[i] = input(i, 5);
   for (size_t i = 0; i < bias.size(); ++i) bias[i] = input(i, 3);
@@ -69,16 +69,17 @@ int run() {
 
   const auto A = arbiter::View::matrix(a.data(), m, k), B = arbiter::View::matrix(b.data(), k, n);
   const auto D = arbiter::View::matrix(d.data(), m, n), Y = arbiter::View::matrix(y.data(), m, n);
-  const auto P = arbiter::View::matrix(p.data(), m, n);
+  const auto P = arbiter::View::matrix(p.data(), m, n), S = arbiter::View::matrix(s.data(), m, n);
   const auto Bias = arbiter::View::vector(bias.data(), n), W = arbiter::View::vector(w.data(), n);
 
   ctx.gemm(A, B, D, 1.0f, ARB_ACT_RELU, &Bias);  // D = relu(A * B + bias)
   ctx.rmsnorm(D, W, Y);                          // Y = D / sqrt(mean(D^2) + 1e-6) * w
   ctx.softmax(Y, P);                             // P = softmax(Y) along each row
+  ctx.swiglu(D, &Y, S);                          // S = silu(D) * Y, silu(x) = x / (1 + e^-x)
 
   // The same, naively, in double; each step starts from the float result the library
   // produced for the step before, as the library's next kernel does.
-  std::vector<double> want_d(d.size()), want_y(y.size()), want_p(p.size());
+  std::vector<double> want_d(d.size()), want_y(y.size()), want_p(p.size()), want_s(s.size());
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) {
       double v = bias[j];
@@ -93,13 +94,17 @@ int run() {
     for (int64_t j = 0; j < n; ++j) max = std::max(max, static_cast<double>(y[i * n + j]));
     for (int64_t j = 0; j < n; ++j) sum += std::exp(y[i * n + j] - max);
     for (int64_t j = 0; j < n; ++j) want_p[i * n + j] = std::exp(y[i * n + j] - max) / sum;
+    for (int64_t j = 0; j < n; ++j)
+      want_s[i * n + j] = d[i * n + j] / (1.0 + std::exp(-static_cast<double>(d[i * n + j]))) * y[i * n + j];
   }
   std::printf("\n");
   print_matrix("D", d, m, n);
   print_matrix("Y", y, m, n);
   print_matrix("P", p, m, n);
-  const int bad = mismatches("D", d, want_d) + mismatches("Y", y, want_y) + mismatches("P", p, want_p);
-  std::printf("check: %s\n", bad == 0 ? "D, Y and P match the naive computation" : "MISMATCH");
+  print_matrix("S", s, m, n);
+  const int bad = mismatches("D", d, want_d) + mismatches("Y", y, want_y) + mismatches("P", p, want_p) +
+                  mismatches("S", s, want_s);
+  std::printf("check: %s\n", bad == 0 ? "D, Y, P and S match the naive computation" : "MISMATCH");
 
   std::printf("\n%s", ctx.explain("gemm f32 m=4 n=8 k=16 bias=1 act=relu").c_str());
 

@@ -22,6 +22,7 @@ REQUIRED = {
     "rmsnorm": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],    # 16-byte loads and stores
     "softmax": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "softmax_cluster": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
+    "swiglu": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "gemm_splitk": [r"\bLDG\.E\.128"],                  # the weights in 16-byte loads
     "gemm_sm80": [r"\bHMMA\.16816", r"\bLDGSTS", r"\bLDSM"],  # mma.sync, cp.async, ldmatrix
     "gemm_sm90": [r"\bHGMMA\.64x(128|256)x16", r"\bUTMALDG"],   # wgmma and TMA loads

@@ -271,6 +271,88 @@ TEST_CASE("arb_rmsnorm and arb_softmax: shape, stride and aliasing errors") {
   CHECK_STATUS(arb_softmax(pc.ctx, &sbad, nullptr), ARB_ERR_INVALID_ARGUMENT, "struct_size");
 }
 
+TEST_CASE("arb_swiglu: separate and fused gate/up, shapes and aliasing") {
+  PublicContext pc;
+  std::vector<float> gate(30), up(15, 2.0f), y(15, NAN), fused_y(15, NAN);
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = 0.25f * static_cast<float>(i) - 3.0f;
+  Tensor g(gate.data(), {3, 5}), u(up.data(), {3, 5}), out(y.data(), {3, 5});
+  arb_swiglu_args a = ARB_SWIGLU_ARGS_INIT;
+  a.gate = &g.t;
+  a.up = &u.t;
+  a.y = &out.t;
+  REQUIRE(arb_swiglu(pc.ctx, &a, nullptr) == ARB_OK);
+  for (size_t i = 0; i < 15; ++i)
+    CHECK(y[i] == doctest::Approx(gate[i] / (1.0 + std::exp(-gate[i])) * 2.0).epsilon(1e-5));
+
+  // One [3, 10] tensor: the gate is each row's first 5 columns, up its last 5.
+  Tensor both(gate.data(), {3, 10}), fused_out(fused_y.data(), {3, 5});
+  arb_swiglu_args f = ARB_SWIGLU_ARGS_INIT;
+  f.gate = &both.t;
+  f.y = &fused_out.t;
+  REQUIRE(arb_swiglu(pc.ctx, &f, nullptr) == ARB_OK);
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 5; ++c) {
+      const double gv = gate[r * 10 + c], uv = gate[r * 10 + 5 + c];
+      CHECK(fused_y[r * 5 + c] == doctest::Approx(gv / (1.0 + std::exp(-gv)) * uv).epsilon(1e-5).scale(1e-6));
+    }
+
+  CHECK_STATUS(arb_swiglu(pc.ctx, nullptr, nullptr), ARB_ERR_INVALID_ARGUMENT, "arb_swiglu: args is NULL");
+  CHECK_STATUS(arb_swiglu(nullptr, &a, nullptr), ARB_ERR_INVALID_ARGUMENT, "context is NULL");
+  arb_swiglu_args bad = a;
+  bad.struct_size = 24;
+  CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "struct_size = 24 is below the minimum 32");
+  bad = a;
+  bad.gate = nullptr;
+  CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "gate is NULL");
+  bad = a;
+  bad.y = nullptr;
+  CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y is NULL");
+  {
+    Tensor u_wrong(up.data(), {5, 3});
+    bad = a;
+    bad.up = &u_wrong.t;
+    CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "up must have the shape of gate");
+  }
+  {
+    Tensor bf(up.data(), {3, 5}, DLDataType{kDLBfloat, 16, 1});
+    bad = a;
+    bad.up = &bf.t;
+    CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "up has dtype bf16");
+  }
+  bad = a;
+  bad.y = &g.t;
+  CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps gate in memory");
+  bad = a;
+  bad.y = &u.t;
+  CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps up in memory");
+  {
+    // In place into the fused tensor's up half: y's span lies inside gate's.
+    Tensor into_up(gate.data() + 5, {3, 5}, DLDataType{kDLFloat, 32, 1}, {10, 1});
+    bad = f;
+    bad.y = &into_up.t;
+    CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps gate in memory");
+  }
+  {
+    Tensor odd(gate.data(), {3, 9});
+    bad = f;
+    bad.gate = &odd.t;
+    CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "must be even when up is NULL");
+  }
+  {
+    bad = f;  // y [3, 10]: it must be gate's shape with the last dimension halved
+    std::vector<float> other(30);
+    Tensor wide(other.data(), {3, 10});
+    bad.y = &wide.t;
+    CHECK_STATUS(arb_swiglu(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "last dimension halved");
+  }
+  {
+    // A CPU call with a stream.
+    int stream_marker = 0;
+    CHECK_STATUS(arb_swiglu(pc.ctx, &a, &stream_marker), ARB_ERR_INVALID_ARGUMENT, "stream must be NULL");
+  }
+  CHECK(std::all_of(y.begin(), y.end(), [](float v) { return std::isfinite(v); }));
+}
+
 // Sizes and addresses are checked before anything is touched: every product of shape,
 // stride and element size is checked for overflow, and an output may share no memory with
 // an input (but c = d exactly). A failed call writes nothing.

@@ -181,6 +181,65 @@ TEST_CASE("cpu.rmsnorm matches the reference, with and without the fused residua
 
 TEST_CASE("cpu.softmax matches the reference") { check_row_kernel("cpu.softmax", "softmax"); }
 
+// Separate gate and up with their own padding, and the halves of one fused [rows, 2 cols] output.
+namespace {
+void check_swiglu_kernel(const std::string& kernel) {
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {1, 7}, {3, 8}, {5, 17}, {2, 33}, {2, 4099}, {16, 64}, {4, 1000}};
+  uint64_t index = 0;
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    for (const auto& [rows, cols] : shapes) {
+      for (int variant = 0; variant < 2; ++variant, ++index) {
+        const std::string text =
+            variant ? fmt::format("swiglu {} rows={} cols={} fused=1", dtype, rows, cols)
+                    : fmt::format("swiglu {} rows={} cols={} ldgate={} ldup={} ldy={}", dtype, rows, cols, cols + 3, cols + 1, cols + 5);
+        check_against_reference(kernel, text, 2000 + index);
+      }
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("cpu.swiglu matches the reference: separate and fused gate/up, every dtype, vector tails") {
+  check_swiglu_kernel("cpu.swiglu");
+}
+
+TEST_CASE("cpu.swiglu_avx512 matches the reference: separate and fused gate/up, every dtype, masked tails") {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vl") || !__builtin_cpu_supports("avx512bw")) {
+    MESSAGE("skipped: this CPU lacks AVX-512F, VL or BW");
+    return;
+  }
+  check_swiglu_kernel("cpu.swiglu_avx512");
+}
+
+// silu(g) for gates where e^-g overflows f32: the limit, not inf / inf.
+TEST_CASE("swiglu is stable for gates far from zero") {
+  Context& context = shared_context();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
+  std::vector<const char*> kernels = {"cpu.swiglu", "reference.swiglu"};
+  if (avx512) kernels.push_back("cpu.swiglu_avx512");
+  for (const char* name : kernels) {
+    CAPTURE(name);
+    alignas(64) float gate[9] = {-1000.0f, -100.0f, -89.0f, -1.0f, 0.0f, 1.0f, 89.0f, 100.0f, 1000.0f};
+    alignas(64) float up[9];
+    alignas(64) float y[9];
+    for (float& u : up) u = 2.0f;
+    const ParsedProblem parsed = parse_problem("swiglu f32 rows=1 cols=9");
+    arb_operands o{};
+    o.struct_size = sizeof o;
+    o.gate = gate;
+    o.up = up;
+    o.y = y;
+    context.run_kernel(*context.registry().find(name), parsed.problem, o, nullptr);
+    for (int i = 0; i < 9; ++i) {
+      CAPTURE(i);
+      const double g = gate[i];
+      const double want = 2.0 * g / (1.0 + std::exp(-g));
+      CHECK(std::isfinite(y[i]));
+      CHECK(y[i] == doctest::Approx(want).epsilon(1e-5).scale(1e-30));
+    }
+  }
+}
+
 TEST_CASE("softmax is numerically stable: huge logits give no overflow") {
   Context& context = shared_context();
   for (const char* name : {"cpu.softmax", "reference.softmax"}) {
@@ -262,6 +321,19 @@ TEST_CASE("the reference plugin matches a naive computation") {
         CHECK(buffers.element(*buffers.find("y"), r, c) == doctest::Approx(want).epsilon(1e-6));
       }
     }
+  }
+  SUBCASE("swiglu") {
+    const ParsedProblem parsed = parse_problem("swiglu f32 rows=3 cols=5 ldgate=7 ldup=6");
+    ProblemBuffers buffers(parsed.problem, 1, 0, 0);
+    buffers.randomize(11);
+    const ProblemBuffers inputs = buffers;
+    context.run_kernel(*context.registry().find("reference.swiglu"), parsed.problem, buffers.operands(), nullptr);
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t c = 0; c < 5; ++c) {
+        const double g = inputs.element(*inputs.find("gate"), r, c);
+        const double want = g / (1.0 + std::exp(-g)) * inputs.element(*inputs.find("up"), r, c);
+        CHECK(buffers.element(*buffers.find("y"), r, c) == doctest::Approx(want).epsilon(1e-6));
+      }
   }
   SUBCASE("softmax") {
     const ParsedProblem parsed = parse_problem("softmax f32 rows=2 cols=4 ldy=9");

@@ -147,6 +147,58 @@ TEST_CASE("plans: rmsnorm with a residual and softmax plans compute what their c
   CHECK(std::memcmp(s.data(), s2.data(), s.size() * sizeof(float)) == 0);
 }
 
+TEST_CASE("plans: swiglu on two tensors, or on the two halves of one fused gate/up output") {
+  PublicContext context;
+  const int64_t rows = 3, cols = 24;
+  Floats gate = random_floats(rows * cols, 11), up = random_floats(rows * cols, 12), y(rows * cols, NAN), y2(rows * cols, NAN);
+  Tensor tg(gate.data(), {rows, cols}), tu(up.data(), {rows, cols}), ty(y.data(), {rows, cols});
+  arb_swiglu_args args = ARB_SWIGLU_ARGS_INIT;
+  args.gate = &tg.t;
+  args.up = &tu.t;
+  args.y = &ty.t;
+  {
+    Plan plan(context.ctx, ARB_OP_SWIGLU, &args);
+    arb_plan_operands o = ARB_PLAN_OPERANDS_INIT;
+    o.tensors[0] = gate.data();
+    o.tensors[1] = up.data();
+    o.tensors[2] = y2.data();
+    REQUIRE(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+    REQUIRE(arb_swiglu(context.ctx, &args, nullptr) == ARB_OK);
+    CHECK(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)) == 0);
+    o.tensors[2] = up.data();  // the output onto an input
+    CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(arb_last_error()).find("overlaps") != std::string::npos);
+  }
+
+  // The halves of [rows, 2 cols] as views with row stride 2 cols: planned once, run on the
+  // halves of another fused output, equal to the fused call on it.
+  Floats both = random_floats(rows * 2 * cols, 13), other = random_floats(rows * 2 * cols, 14);
+  Tensor left(both.data(), {rows, cols}, DLDataType{kDLFloat, 32, 1}, {2 * cols, 1});
+  Tensor right(both.data() + cols, {rows, cols}, DLDataType{kDLFloat, 32, 1}, {2 * cols, 1});
+  arb_swiglu_args halves = ARB_SWIGLU_ARGS_INIT;
+  halves.gate = &left.t;
+  halves.up = &right.t;
+  halves.y = &ty.t;
+  Plan plan(context.ctx, ARB_OP_SWIGLU, &halves);
+  arb_plan_operands o = ARB_PLAN_OPERANDS_INIT;
+  o.tensors[0] = other.data();
+  o.tensors[1] = other.data() + cols;
+  o.tensors[2] = y2.data();
+  REQUIRE(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+  Tensor fused(other.data(), {rows, 2 * cols});
+  arb_swiglu_args call = ARB_SWIGLU_ARGS_INIT;
+  call.gate = &fused.t;
+  call.y = &ty.t;
+  REQUIRE(arb_swiglu(context.ctx, &call, nullptr) == ARB_OK);
+  CHECK(std::memcmp(y.data(), y2.data(), y.size() * sizeof(float)) == 0);
+
+  // One fused tensor cannot be planned: a run would have to derive up from each gate.
+  arb_plan refused = nullptr;
+  CHECK(arb_plan_create(context.ctx, ARB_OP_SWIGLU, &call, &refused) == ARB_ERR_UNSUPPORTED);
+  CHECK(refused == nullptr);
+  CHECK(std::string(arb_last_error()).find("two halves as views") != std::string::npos);
+}
+
 TEST_CASE("plans: bad addresses are refused with the reason, before any memory is written") {
   PublicContext context;
   GemmData data(3);

@@ -43,7 +43,8 @@ TEST_CASE("problem keys round-trip through the parser") {
                            "gemm f16 m=64 n=64 k=64 beta=1 inplace=1 act=gelu_tanh lda=72",
                            "rmsnorm f16 rows=32 cols=4096 residual=1 ldr=5000",
                            "rmsnorm f32 rows=1 cols=7", "softmax f32 rows=64 cols=32000 ldy=32008",
-                           "softmax f32 rows=1 cols=8 device=cuda:1"}) {
+                           "softmax f32 rows=1 cols=8 device=cuda:1", "swiglu bf16 rows=4 cols=14336 fused=1",
+                           "swiglu f16 rows=3 cols=7 ldgate=9 ldup=8 ldy=10"}) {
     CAPTURE(text);
     const arb_problem p = parse_problem(text).problem;
     const std::string key = problem_key(p);
@@ -95,6 +96,9 @@ TEST_CASE("parse errors name the offending word") {
   CHECK(message("softmax f32 rows=2 cols=8 beta=7").find("unknown field 'beta'") != std::string::npos);
   CHECK(message("gemm f32 m=1 n=1 k=1 eps=0.1").find("unknown field 'eps'") != std::string::npos);
   CHECK(message("rmsnorm f32 rows=2 cols=8 eps=-1").find("eps=-1 must be >= 0") != std::string::npos);
+  CHECK(message("swiglu f32 rows=2 cols=8 ldup=7").find("ldup = 7 is below") != std::string::npos);
+  CHECK(message("swiglu f32 rows=2 cols=8 ldx=8").find("unknown field 'ldx'") != std::string::npos);
+  CHECK(message("swiglu f32 rows=2").find("cols") != std::string::npos);
 }
 
 TEST_CASE("the work of a problem: flops and the bytes every kernel must move") {
@@ -108,4 +112,15 @@ TEST_CASE("the work of a problem: flops and the bytes every kernel must move") {
   CHECK(bytes_moved(problem("softmax f16 rows=4 cols=1000")) == 2.0 * 2 * 4000);
   CHECK(bytes_moved(problem("rmsnorm bf16 rows=4 cols=1000")) == 2.0 * (2 * 4000 + 1000));
   CHECK(bytes_moved(problem("rmsnorm f32 rows=4 cols=1000 residual=1")) == 4.0 * (4 * 4000 + 1000));
+  CHECK(flop_count(problem("swiglu bf16 rows=4 cols=1000")) == 0);
+  CHECK(bytes_moved(problem("swiglu bf16 rows=4 cols=1000 fused=1")) == 2.0 * 3 * 4000);
+}
+
+TEST_CASE("swiglu's fused shorthand is the two halves of one [rows, 2 cols] output") {
+  const arb_problem fused = parse_problem("swiglu f16 rows=3 cols=100 fused=1").problem;
+  CHECK(fused.ld_gate == 200);
+  CHECK(fused.ld_up == 200);
+  CHECK(fused.ld_y == 100);
+  CHECK(same_problem(fused, parse_problem("swiglu f16 rows=3 cols=100 ldgate=200 ldup=200").problem));
+  CHECK_FALSE(same_problem(fused, parse_problem("swiglu f16 rows=3 cols=100").problem));
 }

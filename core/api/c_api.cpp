@@ -211,6 +211,12 @@ ARB_API arb_status arb_context_destroy(arb_context context) {
   return run_call(context, args, stream);
 }
 
+// No inline fast path yet: every call takes the detailed checks (a few hundred instructions
+// more than the ops above, against a kernel that streams rows x cols x 3 elements).
+ARB_API arb_status arb_swiglu(arb_context context, const arb_swiglu_args* args, void* stream) {
+  return run_op(context, arbiter::swiglu_op(), args, stream);
+}
+
 ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args, char* buffer, size_t capacity,
                                size_t* length) {
   return guarded([&] {

@@ -157,6 +157,8 @@ void* operand_pointer(const arb_operands& o, std::string_view name) {
   if (name == "residual") return const_cast<void*>(o.residual);
   if (name == "weight") return const_cast<void*>(o.weight);
   if (name == "y") return o.y;
+  if (name == "gate") return const_cast<void*>(o.gate);
+  if (name == "up") return const_cast<void*>(o.up);
   return nullptr;
 }
 

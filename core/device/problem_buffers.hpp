@@ -24,7 +24,7 @@ const char* distribution_name(Distribution distribution);
 const InputDraw& input_draw(Distribution distribution);
 
 // The arb_operands of a problem whose buffers `find(name)` returns ("a", "b", "c", "bias",
-// "d", "x", "residual", "weight", "y"; nullptr for absent ones). C is D when c_is_d.
+// "d", "x", "residual", "weight", "y", "gate", "up"; nullptr for absent ones). C is D when c_is_d.
 template <typename Find>
 arb_operands operands_by_name(const arb_problem& problem, Find&& find, float alpha, float beta, float eps) {
   arb_operands o{};
@@ -38,6 +38,8 @@ arb_operands operands_by_name(const arb_problem& problem, Find&& find, float alp
   o.residual = find("residual");
   o.weight = find("weight");
   o.y = find("y");
+  o.gate = find("gate");
+  o.up = find("up");
   o.alpha = alpha;
   o.beta = beta;
   o.eps = eps;

@@ -78,7 +78,8 @@ inline int32_t alignment_class(std::initializer_list<uint64_t> values) noexcept 
 // every row-stride field of arb_problem, those of other ops being zero. The element size is
 // a power of two, so OR-ing the strides before scaling loses nothing.
 inline int32_t stride_alignment(const arb_problem& p) noexcept {
-  const auto strides = static_cast<uint64_t>(p.lda | p.ldb | p.ldc | p.ldd | p.ld_x | p.ld_y | p.ld_residual);
+  const auto strides = static_cast<uint64_t>(p.lda | p.ldb | p.ldc | p.ldd | p.ld_x | p.ld_y | p.ld_residual |
+                                                  p.ld_gate | p.ld_up);
   return alignment_class({strides * static_cast<uint64_t>(dtype_size(p.dtype))});
 }
 

@@ -31,7 +31,7 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 3
+#define ARB_ABI_VERSION_MINOR 4
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
@@ -122,9 +122,25 @@ typedef struct arb_softmax_args {
 #define ARB_SOFTMAX_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_softmax_args, y)
 #define ARB_SOFTMAX_ARGS_INIT {sizeof(arb_softmax_args), NULL, NULL}
 
+/* since 1.4: y = silu(gate) * up elementwise, silu(g) = g / (1 + e^-g), f32 math for every
+ * dtype: the activation of a Llama MLP block. gate, up and y have one shape [..., n] (leading
+ * dimensions collapse into rows). With up NULL, gate is the [..., 2n] output of one fused
+ * gate/up GEMM: its first n columns are the gate, its last n the up projection. y must not
+ * overlap gate or up. (The whole struct; ARB_SWIGLU_ARGS_STRUCT_SIZE is this first version.) */
+typedef struct arb_swiglu_args {
+  size_t struct_size;
+  const DLTensor* gate;
+  const DLTensor* up; /* optional: NULL when gate holds both halves */
+  const DLTensor* y;
+} arb_swiglu_args;
+#define ARB_SWIGLU_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_swiglu_args, y)
+#define ARB_SWIGLU_ARGS_INIT {sizeof(arb_swiglu_args), NULL, NULL, NULL}
+
 ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream);
 ARB_API arb_status arb_rmsnorm(arb_context context, const arb_rmsnorm_args* args, void* stream);
 ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args, void* stream);
+/* since 1.4 */
+ARB_API arb_status arb_swiglu(arb_context context, const arb_swiglu_args* args, void* stream);
 
 /* ---- explain -------------------------------------------------------------------------
  * Why a kernel is (or would be) chosen: the problem key, the rule that fired, and every
@@ -287,7 +303,8 @@ typedef struct arb_plan_s* arb_plan;
 
 /* since 1.3: the data of one run. tensors[] holds each tensor's address (DLTensor data +
  * byte_offset) in the order of the op's args struct: gemm a, b, c, bias, d; rmsnorm x,
- * residual, weight, y; softmax x, y. A tensor the plan does not use (no bias, beta = 0, no
+ * residual, weight, y; softmax x, y; swiglu gate, up, y (since 1.4; up NULL when the plan's
+ * gate holds both halves). A tensor the plan does not use (no bias, beta = 0, no
  * residual, the slots past the op's last) is NULL. A gemm planned in place (c the same memory
  * as d) takes c == d. (The whole struct; ARB_PLAN_OPERANDS_STRUCT_SIZE is this first version.) */
 typedef struct arb_plan_operands {

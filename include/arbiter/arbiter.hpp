@@ -103,7 +103,7 @@ std::string report(Write&& write) {
 
 // A problem bound once (arb_plan_create): run() takes the tensors' new addresses in the order
 // of the op's args struct (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x,
-// y; nullptr for one the plan does not use). Move-only; destroy it before its Context.
+// y; swiglu gate, up, y; nullptr for one the plan does not use). Move-only; destroy it before its Context.
 class Plan {
  public:
   Plan(arb_context context, arb_op op, const void* args) { check(arb_plan_create(context, op, args, &plan_)); }
@@ -198,11 +198,20 @@ class Context {
     args.y = y;
     check(arb_softmax(context_, &args, stream));
   }
+  // y = silu(gate) * up (ABI 1.4); without up, gate is one fused [..., 2n] gate/up output.
+  void swiglu(const View& gate, const View* up, const View& y, void* stream = nullptr) {
+    arb_swiglu_args args = ARB_SWIGLU_ARGS_INIT;
+    args.gate = gate;
+    args.up = up ? up->get() : nullptr;
+    args.y = y;
+    check(arb_swiglu(context_, &args, stream));
+  }
 
   // Plans (ABI 1.3): the op's arguments bound once; see Plan.
   Plan plan(const arb_gemm_args& args) const { return Plan(context_, ARB_OP_GEMM, &args); }
   Plan plan(const arb_rmsnorm_args& args) const { return Plan(context_, ARB_OP_RMSNORM, &args); }
   Plan plan(const arb_softmax_args& args) const { return Plan(context_, ARB_OP_SOFTMAX, &args); }
+  Plan plan(const arb_swiglu_args& args) const { return Plan(context_, ARB_OP_SWIGLU, &args); }
   Plan plan_gemm(const View& a, const View& b, const View& d, float alpha = 1.0f,
                  arb_activation activation = ARB_ACT_NONE, const View* bias = nullptr) const {
     arb_gemm_args args = ARB_GEMM_ARGS_INIT;

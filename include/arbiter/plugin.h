@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define ARB_PLUGIN_ABI_MAJOR 1
-#define ARB_PLUGIN_ABI_MINOR 0
+#define ARB_PLUGIN_ABI_MINOR 1
 #define ARB_PLUGIN_ENTRY_SYMBOL "arbiter_plugin_entry"
 
 /* A problem: everything a kernel may look at to decide whether and how it runs, and
@@ -63,6 +63,11 @@ typedef struct arb_problem {
   int64_t ld_x, ld_y, ld_residual;
   int32_t has_residual; /* rmsnorm: x += residual first, written back to x */
   int32_t reserved;
+
+  /* since 1.1: swiglu: y[rows, cols] = silu(gate) * up (rows, cols and ld_y above); the row
+   * strides of gate and up. A fused gate/up GEMM's [rows, 2 cols] output has
+   * ld_gate = ld_up = its row stride, up cols elements past gate. */
+  int64_t ld_gate, ld_up;
 } arb_problem;
 #define ARB_PROBLEM_STRUCT_SIZE ARB_STRUCT_SIZE(arb_problem, reserved)
 
@@ -82,6 +87,8 @@ typedef struct arb_operands {
   float beta;           /* gemm */
   float eps;            /* rmsnorm */
   float reserved;
+  const void* gate;     /* since 1.1: swiglu */
+  const void* up;       /* since 1.1: swiglu */
 } arb_operands;
 #define ARB_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_operands, reserved)
 

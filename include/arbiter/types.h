@@ -66,7 +66,8 @@ typedef enum arb_op {
   ARB_OP_INVALID = 0,
   ARB_OP_GEMM = 1,
   ARB_OP_RMSNORM = 2,
-  ARB_OP_SOFTMAX = 3
+  ARB_OP_SOFTMAX = 3,
+  ARB_OP_SWIGLU = 4 /* since 1.4 of the application ABI, 1.1 of the plugin ABI */
 } arb_op;
 
 /* GEMM epilogue activation, applied after the bias. */

@@ -79,7 +79,7 @@ bool bf16_gemm_amx(const arb_problem& p, Why& why) {
 
 ARBITER_PLUGIN(
     arbiter::plugin::Plugin("cpu", "1.0.0")
-        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm and softmax")
+        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm, softmax and swiglu")
         .provenance(ARB_PROVENANCE_HAND_TUNED)
         .priority(100)
         .kernel(arbiter::plugin::Kernel("gemm_small_avx512", ARB_OP_GEMM)
@@ -108,4 +108,15 @@ ARBITER_PLUGIN(
                     .launch([](const Launch& l) { arbiter::cpu::rmsnorm(l.problem, l.operands); }))
         .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX)
                     .supports(runs_here)
-                    .launch([](const Launch& l) { arbiter::cpu::softmax(l.problem, l.operands); })))
+                    .launch([](const Launch& l) { arbiter::cpu::softmax(l.problem, l.operands); }))
+        .kernel(arbiter::plugin::Kernel("swiglu_avx512", ARB_OP_SWIGLU)
+                    .priority(1)  // preferred where the CPU has it
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!runs_here(p, why)) return false;
+                      static const bool bw = cpu_has_avx512() && __builtin_cpu_supports("avx512bw");
+                      return bw || why.no("this CPU lacks AVX-512F, VL or BW");
+                    })
+                    .launch([](const Launch& l) { arbiter::cpu::swiglu_avx512(l.problem, l.operands); }))
+        .kernel(arbiter::plugin::Kernel("swiglu", ARB_OP_SWIGLU)
+                    .supports(runs_here)
+                    .launch([](const Launch& l) { arbiter::cpu::swiglu(l.problem, l.operands); })))

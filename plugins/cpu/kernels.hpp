@@ -23,5 +23,7 @@ size_t gemm_bf16_amx_workspace(const arb_problem& problem);
 void gemm_bf16_amx(const arb_problem& problem, const arb_operands& operands, void* workspace, size_t workspace_bytes);
 void rmsnorm(const arb_problem& problem, const arb_operands& operands);
 void softmax(const arb_problem& problem, const arb_operands& operands);
+void swiglu(const arb_problem& problem, const arb_operands& operands);
+void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 
 }  // namespace arbiter::cpu

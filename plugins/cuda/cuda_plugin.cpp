@@ -5,6 +5,7 @@
 //   rmsnorm_vec16       RMSNorm (+ fused residual), a row per block in registers, 16-byte accesses
 //   softmax_vec16       softmax, the same layout
 //   softmax_cluster8    softmax of rows up to 8x wider (vocabularies): 8 blocks a row, sm_90a clusters
+//   swiglu_vec16        silu(gate) * up, a grid striding over 16-byte vectors
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
 //   gemm_wgmma_sm90     Hopper GEMM: TMA, an mbarrier pipeline, warp-specialised wgmma, persistent grid
 //   gemm_wgmma_sm90_n256  the same with 128 x 256 tiles (m64n256k16; setmaxnreg 40 / 232)
@@ -158,7 +159,7 @@ arbiter::plugin::Plugin make() {
           ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor))
 #endif
       .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
-                   "accesses, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
+                   "accesses, SwiGLU, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
 
   plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
                     .supports(one_block_row_limits)
@@ -183,6 +184,23 @@ arbiter::plugin::Plugin make() {
                     .launch([](const Launch& l) {
                       check_cuda(arbiter::cuda::launch_softmax_cluster(row_args(l), static_cast<cudaStream_t>(l.stream)),
                             "softmax_cluster8");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("swiglu_vec16", ARB_OP_SWIGLU, kDLCUDA)
+                    .supports([](const arb_problem& p, Why& why) {
+                      return common_limits(p, why) && whole_vectors(p, p.cols, "cols", why);
+                    })
+                    .launch([](const Launch& l) {
+                      arbiter::cuda::SwigluArgs a;
+                      a.gate = l.operands.gate;
+                      a.up = l.operands.up;
+                      a.y = l.operands.y;
+                      a.rows = l.problem.rows;
+                      a.cols = l.problem.cols;
+                      a.ld_gate = l.problem.ld_gate;
+                      a.ld_up = l.problem.ld_up;
+                      a.ld_y = l.problem.ld_y;
+                      a.dtype = static_cast<Dtype>(l.problem.dtype);
+                      check_cuda(arbiter::cuda::launch_swiglu(a, static_cast<cudaStream_t>(l.stream)), "swiglu_vec16");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("gemm_decode_splitk", ARB_OP_GEMM, kDLCUDA)
                     .supports(decode_limits)

@@ -41,12 +41,22 @@ struct RowArgs {
   Dtype dtype = Dtype::bf16;
 };
 
+// swiglu: y = silu(gate) * up over rows x cols, row strides in elements.
+struct SwigluArgs {
+  const void* gate = nullptr;
+  const void* up = nullptr;
+  void* y = nullptr;
+  int64_t rows = 0, cols = 0, ld_gate = 0, ld_up = 0, ld_y = 0;
+  Dtype dtype = Dtype::bf16;
+};
+
 // The widest row the register-resident row kernels take: 8 16-byte vectors per thread of a
 // 512-thread block (f32: 16384 columns; f16/bf16: 32768).
 int64_t row_kernel_max_cols(Dtype dtype);
 
 cudaError_t launch_rmsnorm(const RowArgs& args, cudaStream_t stream);
 cudaError_t launch_softmax(const RowArgs& args, cudaStream_t stream);
+cudaError_t launch_swiglu(const SwigluArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);

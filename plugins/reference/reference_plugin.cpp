@@ -83,6 +83,19 @@ void softmax(const Launch& l) {
   }
 }
 
+// silu(gate) * up in double, silu in the sigmoid form (plugins/common/activation.hpp).
+void swiglu(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double gate = load_float(o.gate, r * p.ld_gate + c, p.dtype);
+      const double up = load_float(o.up, r * p.ld_up + c, p.dtype);
+      store_float(o.y, r * p.ld_y + c, p.dtype,
+                  static_cast<float>(arbiter::plugins::activate<double>(ARB_ACT_SILU, gate) * up));
+    }
+}
+
 }  // namespace
 
 namespace {
@@ -97,7 +110,8 @@ arbiter::plugin::Plugin reference_plugin() {
                   .workspace([](const arb_problem& p) { return static_cast<size_t>(p.n) * sizeof(double); })
                   .launch(gemm))
       .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM).supports(on_cpu).launch(rmsnorm))
-      .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX).supports(on_cpu).launch(softmax));
+      .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX).supports(on_cpu).launch(softmax))
+      .kernel(arbiter::plugin::Kernel("swiglu", ARB_OP_SWIGLU).supports(on_cpu).launch(swiglu));
   return plugin;
 }
 

@@ -68,7 +68,8 @@ std::vector<std::string> norm_problems() {
   if (test::light())
     return {"rmsnorm f32 rows=3 cols=1000 residual=1 device=cuda", "rmsnorm bf16 rows=2 cols=4096 device=cuda",
             "rmsnorm f16 rows=2 cols=8192 device=cuda", "softmax f16 rows=3 cols=1000 device=cuda",
-            "softmax bf16 rows=2 cols=4096 device=cuda", "softmax f32 rows=2 cols=32000 device=cuda"};
+            "softmax bf16 rows=2 cols=4096 device=cuda", "softmax f32 rows=2 cols=32000 device=cuda",
+            "swiglu bf16 rows=2 cols=14336 fused=1 device=cuda", "swiglu f32 rows=3 cols=1000 device=cuda"};
   const std::vector<const char*> row_counts = test::emulated() ? std::vector<const char*>{"rows=3"}
                                                                : std::vector<const char*>{"rows=1", "rows=16"};
   for (const char* dtype : {"f32", "f16", "bf16"})
@@ -78,6 +79,8 @@ std::vector<std::string> norm_problems() {
           problems.push_back(fmt::format("rmsnorm {} {} {} {} device=cuda", dtype, rows, cols, residual));
       for (const char* cols : {"cols=4096", "cols=1000", "cols=32000", "cols=128256"})
         problems.push_back(fmt::format("softmax {} {} {} device=cuda", dtype, rows, cols));
+      for (const char* cols : {"cols=1000 fused=1", "cols=14336", "cols=28672 fused=1"})
+        problems.push_back(fmt::format("swiglu {} {} {} device=cuda", dtype, rows, cols));
     }
   return problems;
 }
@@ -128,8 +131,8 @@ TEST_CASE("every CUDA kernel passes the verification gate against the reference"
     }
   }
   MESSAGE(verdicts << " verdicts over " << verified.size() << " CUDA kernels");
-  // cuBLASLt's two heuristics (on a GPU), three generated kernels and the seven hand-written ones.
-  CHECK(verified.size() >= (test::emulated() ? 10u : 12u));
+  // cuBLASLt's two heuristics (on a GPU), three generated kernels and the eight hand-written ones.
+  CHECK(verified.size() >= (test::emulated() ? 11u : 13u));
   for (const auto& [name, problems] : verified)
     CHECK_MESSAGE(problems > 0, name << " supports none of the test problems");
 }

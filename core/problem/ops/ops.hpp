@@ -9,5 +9,6 @@ namespace arbiter {
 const Op& gemm_op();
 const Op& rmsnorm_op();
 const Op& softmax_op();
+const Op& swiglu_op();
 
 }  // namespace arbiter

@@ -158,7 +158,7 @@ inline bool overlap(const Span& a, const Span& b) {
 // `rep stos`, a loop that costs as many instructions as it stores words, and these stores
 // are mostly overwritten or known zeros that fold into the hash.
 inline void start_call(arb_op op, const Kind& kind, Call& call) {
-  static_assert(sizeof(arb_problem) == 168 && sizeof(arb_operands) == 96,
+  static_assert(sizeof(arb_problem) == 184 && sizeof(arb_operands) == 112,
                 "arb_problem or arb_operands grew: set the new fields here");
   arb_problem& p = call.problem;
   p.struct_size = sizeof p;
@@ -172,11 +172,13 @@ inline void start_call(arb_op op, const Kind& kind, Call& call) {
   p.trans_a = p.trans_b = p.activation = p.has_c = p.has_bias = p.c_is_d = 0;
   p.rows = p.cols = p.ld_x = p.ld_y = p.ld_residual = 0;
   p.has_residual = p.reserved = 0;
+  p.ld_gate = p.ld_up = 0;
   arb_operands& o = call.operands;
   o.struct_size = sizeof o;
   o.a = o.b = o.c = o.bias = o.residual = o.weight = nullptr;
   o.d = o.x = o.y = nullptr;
   o.alpha = o.beta = o.eps = o.reserved = 0.0f;
+  o.gate = o.up = nullptr;
 }
 
 }  // namespace arbiter::fast_path

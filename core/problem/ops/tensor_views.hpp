@@ -66,7 +66,8 @@ inline uint64_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); 
 inline int32_t call_alignment(const Call& call) {
   const arb_operands& o = call.operands;
   const uint64_t addresses = address(o.a) | address(o.b) | address(o.c) | address(o.bias) | address(o.d) |
-                             address(o.x) | address(o.residual) | address(o.weight) | address(o.y);
+                             address(o.x) | address(o.residual) | address(o.weight) | address(o.y) |
+                             address(o.gate) | address(o.up);
   return alignment_class({addresses, static_cast<uint64_t>(stride_alignment(call.problem))});
 }
 
