@@ -53,6 +53,7 @@ DispatchServices Context::services(std::function<void(const arb_problem&, const 
   s.tuner = &tuner_;
   s.policy = config_.table.policy;
   s.first_calls_checked = config_.verify.first_calls_checked;
+  s.shadow_sampled = config_.verify.shadow_rate() != 0;
   s.devices = &devices_;
   s.on_tuned = std::move(on_tuned);
   // The dispatcher adds its results to the index itself; it only needs the file written.
@@ -91,6 +92,12 @@ void Context::record_in_file(const std::string& path, const TableEntry& entry) {
   const DeviceFingerprint fingerprint = device->fingerprint();
   update_table_file(
       path, [&](TuningTable& table) { table.put(entry, fingerprint); }, config_.table.max_file_bytes());
+}
+
+void Context::run_attended(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
+                           void* stream) {
+  if (check_due(selection)) return run_checked(selection, problem, operands, stream);
+  launch(selection, problem, operands, stream);
 }
 
 void Context::run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands,

@@ -53,11 +53,22 @@ class Context {
   void run(const arb_problem& problem, const arb_operands& operands, void* stream) {
     run_selection(dispatcher_.select(problem), problem, operands, stream);
   }
+  // The same for a problem zero outside its op's `words` (Op::problem_words()), as the calls'
+  // fast path builds it: only those words are hashed and compared.
+  ARBITER_HOT_INLINE void run(const arb_problem& problem, ProblemWords words, const arb_operands& operands,
+                              void* stream) {
+    run_selection(dispatcher_.select(problem, words), problem, operands, stream);
+  }
   // The same with the selection already made (a plan's).
   ARBITER_HOT_INLINE void run_selection(const Selection& selection, const arb_problem& problem,
                                        const arb_operands& operands, void* stream) {
-    if (check_due(selection)) [[unlikely]]
-      return run_checked(selection, problem, operands, stream);
+    if (selection.attention.load(std::memory_order_acquire) != 0) [[unlikely]]
+      return run_attended(selection, problem, operands, stream);
+    launch(selection, problem, operands, stream);
+  }
+  // The launch alone, for a selection whose attention is 0 (the caller tested it).
+  ARBITER_HOT_INLINE void launch(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
+                                 void* stream) {
     kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
                   selection.workspace_bytes, stream);
   }
@@ -70,10 +81,16 @@ class Context {
 
  private:
   void write_entry(const TableEntry& entry);  // the file only
-  ARBITER_HOT_INLINE bool check_due(const Selection& selection) noexcept {
-    if (selection.first_calls_left.load(std::memory_order_relaxed) > 0 &&
-        selection.first_calls_left.fetch_sub(1, std::memory_order_relaxed) > 0) [[unlikely]]
-      return true;
+  // A selection with attention (first calls checked, shadow checks sampled, forgotten): out of
+  // line, so that the plain launch stays small. Checked when due, launched otherwise.
+  [[gnu::noinline]] void run_attended(const Selection& selection, const arb_problem& problem,
+                                      const arb_operands& operands, void* stream);
+  bool check_due(const Selection& selection) noexcept {
+    if (selection.first_calls_left.load(std::memory_order_relaxed) > 0) {
+      const int32_t left = selection.first_calls_left.fetch_sub(1, std::memory_order_relaxed);
+      if (left <= 1) selection.attention.fetch_and(~Selection::kFirstCalls, std::memory_order_relaxed);
+      if (left > 0) return true;
+    }
     return shadow_one_in_ != 0 && shadow_check_due(shadow_one_in_);
   }
   // A checked call, out of line so that the unchecked path stays small enough to inline: the
@@ -89,6 +106,7 @@ class Context {
   void quarantine(const KernelRecord& kernel, const arb_problem& problem, const std::string& reason);
   // Host memory for CPU kernels; for a GPU, device memory private to this thread and stream.
   ARBITER_HOT_INLINE void* workspace(const arb_problem& problem, size_t bytes, void* stream) {
+    if (bytes == 0) return nullptr;  // as host() and device() answer: one test for the kernels without any
     return problem.device_type == kDLCPU ? workspace_.host(bytes)
                                          : workspace_.device(devices_.of(problem.device_type), bytes, stream);
   }

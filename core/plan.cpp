@@ -96,6 +96,10 @@ const Selection& Plan::select_again() {
   return selection;
 }
 
+void Plan::run_attended(const arb_operands& operands, void* stream) {
+  context_.run_selection(selection(), problem_, operands, stream);
+}
+
 void Plan::run_less_aligned(const arb_plan_operands& data, const arb_operands& operands, void* stream) {
   uint64_t addresses = 0;
   for (int i = 0; i < kSlots; ++i) addresses |= reinterpret_cast<uint64_t>(data.tensors[i]);

@@ -24,12 +24,16 @@ class Plan {
   Plan& operator=(const Plan&) = delete;
 
   // The hot path: checks the addresses, then launches as Context::run does. Thread-safe.
+  // One test for the kernel: the selection's attention (Selection) is 0 unless its first calls
+  // are checked, shadow checks are sampled or the dispatcher forgot it; then run_attended.
   ARBITER_HOT_INLINE void run(const arb_plan_operands& data, void* stream) {
     arb_operands operands = operands_;
-    if (bind(data, operands)) [[likely]]
-      context_.run_selection(selection(), problem_, operands, stream);
-    else
-      run_less_aligned(data, operands, stream);
+    if (!bind(data, operands)) [[unlikely]]
+      return run_less_aligned(data, operands, stream);
+    const Selection& chosen = *selection_.load(std::memory_order_acquire);
+    if (chosen.attention.load(std::memory_order_acquire) != 0) [[unlikely]]
+      return run_attended(operands, stream);
+    context_.launch(chosen, problem_, operands, stream);
   }
 
   const arb_problem& problem() const { return problem_; }
@@ -93,7 +97,10 @@ class Plan {
   // Why `data` was refused: the first check that fails, as a Failure.
   [[noreturn]] void refuse(const arb_plan_operands& data) const;
 
-  ARBITER_HOT_INLINE const Selection& selection() {
+  // The selection with attention: chosen again when the dispatcher forgot its choices, then run
+  // as a call would (checked when due).
+  [[gnu::noinline]] void run_attended(const arb_operands& operands, void* stream);
+  const Selection& selection() {
     if (generation_.load(std::memory_order_acquire) != context_.dispatcher().generation()) [[unlikely]]
       return select_again();
     return *selection_.load(std::memory_order_acquire);

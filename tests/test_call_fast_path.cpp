@@ -3,7 +3,9 @@
 // problem and operands byte for byte (the selection cache compares those bytes); whatever
 // build_call refuses, the fast path refuses, so the detailed checks give every message.
 // The common cases must take the fast path. Arguments are drawn from a fixed seed over good
-// and bad values of every field.
+// and bad values of every field. Every problem either path builds is zero outside its op's
+// words (Op::problem_words(), what the selection cache hashes and compares), and the op's words
+// are those the fast path names (fast_problem_words).
 #include "common/failure.hpp"
 #include "problem/ops/call_fast_path.hpp"
 #include "problem/ops/ops.hpp"
@@ -26,6 +28,7 @@ struct Paths {
   bool fast = false;      // build_call_fast accepted
   bool detailed = false;  // build_call accepted
   bool same = false;      // and both built the same bytes
+  bool within = true;     // every problem built is zero outside its op's words
   std::string error;      // build_call's message when it refused
 };
 
@@ -38,9 +41,14 @@ Paths both_paths(const Op& op, const Args& args) {
   try {
     op.build_call(&args, detailed);
     paths.detailed = true;
+    paths.within = problem_within(detailed.problem, op.problem_words());
   } catch (const Failure& e) {
     paths.error = e.what();
   }
+  if (paths.fast)
+    paths.within = paths.within && fast_problem_words(&args) == op.problem_words() &&
+                   problem_within(fast.problem, fast_problem_words(&args)) &&
+                   problem_hash(fast.problem, fast_problem_words(&args)) == problem_hash(fast.problem);
   paths.same = paths.fast && paths.detailed &&
                std::memcmp(&fast.problem, &detailed.problem, sizeof fast.problem) == 0 &&
                std::memcmp(&fast.operands, &detailed.operands, sizeof fast.operands) == 0;
@@ -50,6 +58,7 @@ Paths both_paths(const Op& op, const Args& args) {
 // What the fast path accepted, build_call accepted the same way.
 void check_agree(const Paths& paths, const std::string& what) {
   INFO(what);
+  CHECK(paths.within);
   if (paths.fast) {
     INFO("build_call refused: " << paths.error);
     CHECK(paths.detailed);

@@ -1,5 +1,7 @@
 // The problem syntax and canonical keys.
 #include "common/failure.hpp"
+#include "problem/op.hpp"
+#include "problem/op_table.hpp"
 #include "problem/problem.hpp"
 #include "problem/problem_cost.hpp"
 #include "problem/problem_text.hpp"
@@ -123,4 +125,41 @@ TEST_CASE("swiglu's fused shorthand is the two halves of one [rows, 2 cols] outp
   CHECK(fused.ld_y == 100);
   CHECK(same_problem(fused, parse_problem("swiglu f16 rows=3 cols=100 ldgate=200 ldup=200").problem));
   CHECK_FALSE(same_problem(fused, parse_problem("swiglu f16 rows=3 cols=100").problem));
+}
+
+// The selection cache hashes and compares only an op's words (Op::problem_words()): every
+// problem of the op, however built, must be zero outside them.
+TEST_CASE("problems are zero outside their op's words") {
+  std::vector<arb_problem> problems;
+  for (const char* text : {"gemm bf16 m=128 n=4096 k=4096 tb=1 act=gelu",
+                           "gemm f32 m=3 n=5 k=7 ta=1 act=silu bias=1 beta=0.5 ldc=9",
+                           "gemm f16 m=64 n=64 k=64 beta=1 inplace=1 act=gelu_tanh lda=72",
+                           "rmsnorm f16 rows=32 cols=4096 residual=1 ldr=5000", "rmsnorm f32 rows=1 cols=7",
+                           "softmax f32 rows=64 cols=32000 ldy=32008", "softmax f32 rows=1 cols=8 device=cuda:1"})
+    problems.push_back(parse_problem(text).problem);
+  for (const Op* op : all_ops()) {
+    CAPTURE(op->name());
+    CHECK((op->problem_words() & kProblemHeaderWords) == kProblemHeaderWords);
+    problems.push_back(empty_problem(*op));
+    const arb_problem example = parse_problem(std::string(op->name()) + " f32 " + op->example_fields()).problem;
+    problems.push_back(example);
+    problems.push_back(parse_problem(problem_key(example)).problem);
+    const Sizes verified = op->verification_sizes(example);
+    problems.push_back(op->resized(example, verified));
+    for (const SizedShape& shape : op->edge_shapes(verified)) problems.push_back(op->resized(example, shape.sizes));
+  }
+  for (const arb_problem& p : problems) {
+    CAPTURE(problem_key(p));
+    const ProblemWords words = find_op(p.op)->problem_words();
+    CHECK(problem_within(p, words));
+    CHECK(problem_hash(p, words) == problem_hash(p));  // zero words add nothing
+    for (const arb_problem& q : problems) CHECK(same_problem(p, q, words) == same_problem(p, q));
+  }
+  // A word outside the op's is seen.
+  arb_problem stray = parse_problem("softmax f32 rows=2 cols=8").problem;
+  stray.m = 1;
+  CHECK_FALSE(problem_within(stray, find_op(ARB_OP_SOFTMAX)->problem_words()));
+  CHECK(problem_words(0, 1) == 1u);
+  CHECK(problem_words(8, 24) == 6u);
+  CHECK(problem_words(4, 12) == 3u);
 }

@@ -91,7 +91,7 @@ ARBITER_HOT_INLINE arb_status run_call(arb_context context, const Args* args, vo
   if (context == nullptr || !arbiter::build_call_fast(args, call) ||
       (stream != nullptr && call.problem.device_type == kDLCPU)) [[unlikely]]
     return run_op(context, op_of(args), args, stream);
-  return guarded([&] { context->impl.run(call.problem, call.operands, stream); });
+  return guarded([&] { context->impl.run(call.problem, arbiter::fast_problem_words(args), call.operands, stream); });
 }
 
 // Copies a report into the caller's buffer, NUL-terminated, or says how big it must be.

@@ -230,21 +230,39 @@ Decision Dispatcher::decide(const arb_problem& p, Mode mode) {
   return decision;
 }
 
+ProblemWords Dispatcher::words_of(const arb_problem& problem) {
+  const Op* op = find_op(problem.op);
+  if (op == nullptr) return kAllProblemWords;
+  const ProblemWords words = op->problem_words();
+  if (!problem_within(problem, words))
+    fail(ARB_ERR_INVALID_ARGUMENT,
+         fmt::format("the {} problem sets fields of arb_problem that are not {}'s (build problems zero-filled)",
+                     op->name(), op->name()));
+  return words;
+}
+
 const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t hash) {
+  // The cache compares only the words of a problem's op: it must hold no problem with any
+  // other word set (the calls' fast path builds them zero-filled; this holds it to that).
+  const ProblemWords words = words_of(problem);
   std::lock_guard<std::mutex> lock(miss_mutex_);
-  if (const Selection* hit = cache_.find(problem, hash)) return *hit;  // another thread won
+  if (const Selection* hit = cache_.find(problem, hash, words)) return *hit;  // another thread won
   const Decision decision = decide(problem, Mode::dispatch);
   if (decision.kernel == nullptr)
     fail(ARB_ERR_UNSUPPORTED, decision.failure + " (" + problem_key(problem) + "); see arb_explain");
   const bool watched = services_.gate != nullptr && services_.gate->gated(*decision.kernel);
   selections_.emplace_back(decision.kernel, kernel_workspace_bytes(*decision.kernel, problem),
-                           watched ? services_.first_calls_checked : 0);
+                           watched ? services_.first_calls_checked : 0, services_.shadow_sampled);
   cache_.insert(problem, hash, &selections_.back());
   return selections_.back();
 }
 
 void Dispatcher::forget_choices() {
   std::lock_guard<std::mutex> lock(miss_mutex_);
+  // Every selection made so far is marked before the generation moves (selections are made
+  // under this lock too): one without the mark is newer than the last forget.
+  for (const Selection& selection : selections_)
+    selection.attention.fetch_or(Selection::kForgotten, std::memory_order_release);
   cache_.clear();
   generation_.fetch_add(1, std::memory_order_acq_rel);  // after the clear: a new generation never finds an old choice
 }

@@ -31,13 +31,22 @@ struct TuneResult;
 struct Devices;
 
 struct Selection {
-  Selection(const KernelRecord* k, size_t bytes, int32_t checked_calls)
-      : kernel(k), workspace_bytes(bytes), first_calls_left(checked_calls) {}
+  Selection(const KernelRecord* k, size_t bytes, int32_t checked_calls, bool sampled)
+      : kernel(k),
+        workspace_bytes(bytes),
+        first_calls_left(checked_calls),
+        attention((checked_calls > 0 ? kFirstCalls : 0u) | (sampled ? kSampled : 0u)) {}
   const KernelRecord* kernel = nullptr;
   size_t workspace_bytes = 0;
   // How many of the next calls are still checked against the oracle (verify.first_calls_checked;
   // 0 for kernels the gate does not watch).
   mutable std::atomic<int32_t> first_calls_left{0};
+  // Why a call or a plan's run with this selection cannot simply launch, one test on the hot
+  // path: first calls still checked (cleared once they are done), shadow checks sampled (the
+  // context's verify.shadow_one_in), or the dispatcher forgot its choices after this one was made
+  // (a plan then chooses again). 0: launch.
+  static constexpr uint32_t kFirstCalls = 1, kSampled = 2, kForgotten = 4;
+  mutable std::atomic<uint32_t> attention{0};
 };
 
 // The policy's answer with its reasoning, for explain.
@@ -55,6 +64,7 @@ struct DispatchServices {
   Tuner* tuner = nullptr;
   TablePolicy policy = TablePolicy::replay;
   int32_t first_calls_checked = 0;  // of each new selection of a gated kernel
+  bool shadow_sampled = false;      // verify.shadow_one_in is on: every selection's calls are sampled
   // Stores a freshly tuned entry (the table file). May throw; failures are logged.
   std::function<void(const TableEntry&)> persist;
   // Reports a finished tuning (the CLI's progress output); may be empty.
@@ -68,11 +78,17 @@ class Dispatcher {
 
   // The hot path: lock-free and allocation-free when the problem was seen before.
   // Throws Failure(ARB_ERR_UNSUPPORTED) when no kernel can run the problem.
-  const Selection& select(const arb_problem& problem) {
-    const uint64_t hash = problem_hash(problem);
-    if (const Selection* hit = cache_.find(problem, hash)) return *hit;
+  // `words`: the problem's op's (Op::problem_words()), every other word of the problem zero;
+  // a constant where the caller built the problem (the calls' fast path), so that the hash and
+  // the compare cover the op's words alone.
+  const Selection& select(const arb_problem& problem, ProblemWords words) {
+    const uint64_t hash = problem_hash(problem, words);
+    if (const Selection* hit = cache_.find(problem, hash, words)) return *hit;
     return select_on_miss(problem, hash);
   }
+  // Any problem: its op's words looked up, and the problem checked to be zero outside them
+  // (Failure(ARB_ERR_INVALID_ARGUMENT) otherwise).
+  const Selection& select(const arb_problem& problem) { return select(problem, words_of(problem)); }
 
   enum class Mode {
     dispatch,  // may verify and tune; stops at the first kernel that qualifies
@@ -92,6 +108,9 @@ class Dispatcher {
 
  private:
   const Selection& select_on_miss(const arb_problem& problem, uint64_t hash);
+  // The words of the problem's op (every word for an unknown op, which decide() refuses); throws
+  // Failure(ARB_ERR_INVALID_ARGUMENT) when a word outside them is set.
+  static ProblemWords words_of(const arb_problem& problem);
   // Is the kernel allowed to run (the gate)? In explain mode an unknown verdict is
   // reported as pending and counts as yes.
   bool admitted(const KernelRecord& kernel, const arb_problem& problem, Mode mode, std::string* note);

@@ -20,13 +20,16 @@ class SelectionCache {
   SelectionCache(const SelectionCache&) = delete;
   SelectionCache& operator=(const SelectionCache&) = delete;
 
-  const Value* find(const arb_problem& key, uint64_t hash) const noexcept {
+  // `words`: the words of the problem's op (Op::problem_words()); the cache holds only
+  // problems zero outside their op's words (Dispatcher checks on a miss), so comparing those
+  // words compares the whole problems.
+  const Value* find(const arb_problem& key, uint64_t hash, ProblemWords words = kAllProblemWords) const noexcept {
     const Table* table = current_.load(std::memory_order_acquire);
     for (size_t i = hash & table->mask;; i = (i + 1) & table->mask) {
       const Slot& slot = table->slots[i];
       const Value* value = slot.value.load(std::memory_order_acquire);
       if (value == nullptr) return nullptr;
-      if (slot.hash == hash && same_problem(slot.key, key)) return value;
+      if (slot.hash == hash && same_problem(slot.key, key, words)) return value;
     }
   }
 

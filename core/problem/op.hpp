@@ -6,6 +6,7 @@
 #pragma once
 
 #include "problem/input_draw.hpp"
+#include "problem/problem.hpp"
 #include "problem/problem_text.hpp"
 
 #include <arbiter/arbiter.h>
@@ -78,6 +79,11 @@ class Op {
   virtual arb_op code() const = 0;
   virtual const char* name() const = 0;
   virtual const std::vector<SizeField>& sizes() const = 0;
+
+  // The words of arb_problem the op's problems may set (problem.hpp): the header and the op's
+  // fields (problem_words.hpp). Every other word of its problems is zero, and the selection
+  // cache hashes and compares these alone.
+  virtual ProblemWords problem_words() const = 0;
 
   // Fields beyond the zero fill that every problem of the op has (gemm: batch = 1).
   virtual void set_defaults(arb_problem&) const {}

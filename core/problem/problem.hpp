@@ -29,27 +29,59 @@ inline uint64_t problem_word(const arb_problem& problem, size_t i) noexcept {
   return word;
 }
 
-// Both run on every call (the selection cache), inline: the hash folds with a problem built
-// in the same function (the fields of other ops are known zeros), and the compare takes two
-// words at a time (GCC's vector extension: SSE2 on any x86-64).
-inline bool same_problem(const arb_problem& a, const arb_problem& b) noexcept {
+// The words of arb_problem a problem may set: bit i for word i (problem_word). Every op has its
+// own (Op::problem_words(): the header and the op's fields), every other word of its problems
+// being zero: problems are built zero-filled (empty_problem, the calls' fast path), so comparing
+// an op's words alone compares whole problems. The cache compares only these, so an op's cost
+// does not grow with the fields later ops append to arb_problem.
+using ProblemWords = uint64_t;
+static_assert(kProblemWords <= 64, "arb_problem outgrew ProblemWords: widen the mask");
+inline constexpr ProblemWords kAllProblemWords =
+    kProblemWords == 64 ? ~ProblemWords{0} : (ProblemWords{1} << kProblemWords) - 1;
+// The words that hold bytes [begin, end) of arb_problem.
+constexpr ProblemWords problem_words(size_t begin, size_t end) {
+  ProblemWords words = 0;
+  for (size_t i = begin / sizeof(uint64_t); i * sizeof(uint64_t) < end; ++i) words |= ProblemWords{1} << i;
+  return words;
+}
+// struct_size, op, dtype, device, alignment, flags: every op's.
+inline constexpr ProblemWords kProblemHeaderWords = problem_words(0, offsetof(arb_problem, m));
+static_assert(offsetof(arb_problem, m) == 4 * sizeof(uint64_t));
+
+// Every word outside `words` is zero.
+inline bool problem_within(const arb_problem& problem, ProblemWords words) noexcept {
+  uint64_t stray = 0;
+  for (size_t i = 0; i < kProblemWords; ++i)
+    if ((~words >> i & 1) != 0) stray |= problem_word(problem, i);
+  return stray == 0;
+}
+
+// Do the problems agree on `words`? With every word (the default), are they the same? Both run
+// on every call (the selection cache), inline: `words` a constant there, the loop unrolls into
+// the op's words alone, two at a time (GCC's vector extension: SSE2 on any x86-64); the hash
+// below folds with a problem built in the same function (the fields of other ops are known zeros).
+inline bool same_problem(const arb_problem& a, const arb_problem& b, ProblemWords words = kAllProblemWords) noexcept {
   typedef uint64_t Pair __attribute__((vector_size(16)));
   constexpr size_t kPairs = kProblemWords / 2;
   Pair differ = {0, 0};
-#pragma GCC unroll 16
+#pragma GCC unroll 32
   for (size_t i = 0; i < kPairs; ++i) {
+    if ((words >> (2 * i) & 3) == 0) continue;
     Pair x, y;
     __builtin_memcpy(&x, reinterpret_cast<const char*>(&a) + i * sizeof x, sizeof x);
     __builtin_memcpy(&y, reinterpret_cast<const char*>(&b) + i * sizeof y, sizeof y);
     differ |= x ^ y;
   }
   uint64_t rest = differ[0] | differ[1];
-  for (size_t i = kPairs * 2; i < kProblemWords; ++i) rest |= problem_word(a, i) ^ problem_word(b, i);
+  for (size_t i = kPairs * 2; i < kProblemWords; ++i)
+    if ((words >> i & 1) != 0) rest |= problem_word(a, i) ^ problem_word(b, i);
   return rest == 0;
 }
 
 // One independent multiply per word (a different odd constant for each position, so no
-// chain of dependent multiplies), then a final avalanche. The constants fit an imul's 32-bit
+// chain of dependent multiplies), then a final avalanche. A zero word adds nothing: the hash
+// over an op's words alone (words outside them zero) is this hash, and where the problem is
+// built in the same function its known zeros fold away. The constants fit an imul's 32-bit
 // immediate: one instruction per word, its load included.
 inline constexpr auto kProblemHashMultipliers = [] {
   std::array<uint64_t, kProblemWords> m{};
@@ -57,10 +89,11 @@ inline constexpr auto kProblemHashMultipliers = [] {
   for (uint64_t& v : m) v = ((k += 0xd6e8feb86659fd93ull) >> 33) | 1u;  // below 2^31
   return m;
 }();
-inline uint64_t problem_hash(const arb_problem& problem) noexcept {
+inline uint64_t problem_hash(const arb_problem& problem, ProblemWords words = kAllProblemWords) noexcept {
   uint64_t h = 0;
-#pragma GCC unroll 32
-  for (size_t i = 0; i < kProblemWords; ++i) h += problem_word(problem, i) * kProblemHashMultipliers[i];
+#pragma GCC unroll 64
+  for (size_t i = 0; i < kProblemWords; ++i)
+    if ((words >> i & 1) != 0) h += problem_word(problem, i) * kProblemHashMultipliers[i];
   h ^= h >> 32;
   h *= 0xff51afd7ed558ccdull;
   return h ^ (h >> 33);

@@ -11,12 +11,19 @@
 // (tests/test_call_fast_path.cpp compares the two on good and bad arguments).
 #pragma once
 
+#include "problem/ops/problem_words.hpp"
 #include "problem/ops/tensor_fast_path.hpp"
 #include "problem/ops/tensor_views.hpp"  // address()
 
 #include <arbiter/arbiter.h>
 
 namespace arbiter {
+
+// The words of the problem each builds (start_call writes every other word zero): the cache
+// hashes and compares only these.
+constexpr ProblemWords fast_problem_words(const arb_gemm_args*) { return kGemmProblemWords; }
+constexpr ProblemWords fast_problem_words(const arb_rmsnorm_args*) { return kRmsNormProblemWords; }
+constexpr ProblemWords fast_problem_words(const arb_softmax_args*) { return kSoftmaxProblemWords; }
 
 // gemm: a, b, d (c with beta != 0, bias when given) 2-D row-major matrices (bias a vector).
 [[gnu::always_inline]] inline bool build_call_fast(const arb_gemm_args* args, Call& call) {

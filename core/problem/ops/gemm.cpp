@@ -3,6 +3,7 @@
 
 #include "common/failure.hpp"
 #include "arbiter_base/abi_names.hpp"
+#include "problem/ops/problem_words.hpp"
 #include "problem/ops/shape_helpers.hpp"
 #include "problem/ops/tensor_views.hpp"
 #include "problem/problem.hpp"
@@ -22,6 +23,7 @@ constexpr int64_t kMaxVerifyDim = 128;
 class Gemm final : public Op {
  public:
   arb_op code() const override { return ARB_OP_GEMM; }
+  ProblemWords problem_words() const override { return kGemmProblemWords; }
   const char* name() const override { return "gemm"; }
   const std::vector<SizeField>& sizes() const override {
     static const std::vector<SizeField> fields = {

@@ -1,6 +1,7 @@
 // rmsnorm: y = x / sqrt(mean(x^2) + eps) * weight per row; with a residual, x += residual
 // first and the sum is written back to x.
 #include "problem/ops/ops.hpp"
+#include "problem/ops/problem_words.hpp"
 #include "problem/ops/row_op.hpp"
 
 #include "common/failure.hpp"
@@ -17,6 +18,7 @@ namespace {
 class RmsNorm final : public RowOp {
  public:
   arb_op code() const override { return ARB_OP_RMSNORM; }
+  ProblemWords problem_words() const override { return kRmsNormProblemWords; }
   const char* name() const override { return "rmsnorm"; }
 
   std::string key_fields(const arb_problem& p) const override {

@@ -1,5 +1,6 @@
 // softmax: y = exp(x - max) / sum(exp(x - max)) per row.
 #include "problem/ops/ops.hpp"
+#include "problem/ops/problem_words.hpp"
 #include "problem/ops/row_op.hpp"
 
 #include "common/failure.hpp"
@@ -11,6 +12,7 @@ namespace {
 class Softmax final : public RowOp {
  public:
   arb_op code() const override { return ARB_OP_SOFTMAX; }
+  ProblemWords problem_words() const override { return kSoftmaxProblemWords; }
   const char* name() const override { return "softmax"; }
 
   std::string key_fields(const arb_problem& p) const override {

@@ -1,0 +1,28 @@
+// Each op's words of arb_problem (Op::problem_words(), problem.hpp): the header and the op's
+// fields. Constants, so that the calls' fast path (call_fast_path.hpp) hashes and compares just
+// these; an op's fields appended to arb_problem later get their own range here.
+#pragma once
+
+#include "problem/problem.hpp"
+
+#include <arbiter/plugin.h>
+
+#include <cstddef>
+
+namespace arbiter {
+
+// gemm: m through c_is_d.
+inline constexpr ProblemWords kGemmProblemWords =
+    kProblemHeaderWords | problem_words(offsetof(arb_problem, m), offsetof(arb_problem, rows));
+// softmax: rows, cols, ld_x, ld_y.
+inline constexpr ProblemWords kSoftmaxProblemWords =
+    kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_residual));
+// rmsnorm: those, ld_residual and has_residual.
+inline constexpr ProblemWords kRmsNormProblemWords =
+    kProblemHeaderWords |
+    problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, has_residual) + sizeof(int32_t));
+
+static_assert(offsetof(arb_problem, c_is_d) + sizeof(int32_t) == offsetof(arb_problem, rows),
+              "a field between gemm's and the row ops': give it to its op");
+
+}  // namespace arbiter
