@@ -43,10 +43,7 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
   for (int i = 0; i < ARB_PLAN_MAX_TENSORS; ++i) {
     names_[i] = slots[i].name;
     used_[i] = slots[i].tensor != nullptr;
-    if (!used_[i]) {
-      unused_[unused_count_++] = static_cast<int8_t>(i);
-      continue;
-    }
+    if (!used_[i]) continue;
     bytes_[i] = span_of(*slots[i].tensor);
     uses_[used_count_++] = {static_cast<int8_t>(i), static_cast<uint32_t>(slots[i].offset), UINT64_MAX - bytes_[i]};
   }
@@ -65,25 +62,29 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
       pair.limit = empty ? 0 : bytes_[out] + bytes_[other] - 1;
     }
   }
-  binder_ = binder_for(used_count_, pair_count_);
+  unsigned used_mask = 0;
+  for (int k = 0; k < used_count_; ++k) used_mask |= 1u << uses_[k].slot;
+  binder_ = binder_for(used_mask, pair_count_);
   const uint64_t generation = context_.dispatcher().generation();  // before: a later forget is seen
   selection_.store(&context_.dispatcher().select(problem_), std::memory_order_release);
   generation_.store(generation, std::memory_order_release);
 }
 
-Plan::Binder Plan::binder_for(int used, int pairs) {
-  // table[used][pairs] = &bind_fixed<used, pairs>, for 0..kSlots tensors and 0..kMaxPairs pairs.
-  constexpr auto row = []<int kUsed, int... kPairs>(std::integral_constant<int, kUsed>,
-                                                    std::integer_sequence<int, kPairs...>) {
-    return std::array<Binder, kMaxPairs + 1>{&bind_fixed<kUsed, kPairs>...};
+Plan::Binder Plan::binder_for(unsigned used_mask, int pairs) {
+  // table[mask][pairs] = &bind_fixed<mask, pairs>, for every set of used slots and 0..kMaxPairs pairs.
+  constexpr unsigned kMasks = 1u << kSlots;
+  constexpr auto row = []<unsigned kMask, int... kPairs>(std::integral_constant<unsigned, kMask>,
+                                                         std::integer_sequence<int, kPairs...>) {
+    return std::array<Binder, kMaxPairs + 1>{&bind_fixed<kMask, kPairs>...};
   };
-  constexpr auto table = []<int... kUsed>(std::integer_sequence<int, kUsed...>, auto row) {
-    return std::array<std::array<Binder, kMaxPairs + 1>, kSlots + 1>{
-        row(std::integral_constant<int, kUsed>{}, std::make_integer_sequence<int, kMaxPairs + 1>{})...};
-  }(std::make_integer_sequence<int, kSlots + 1>{}, row);
-  if (used < 0 || used > kSlots || pairs < 0 || pairs > kMaxPairs)
-    fail(ARB_ERR_INTERNAL, fmt::format("arb_plan_create: {} tensors and {} pairs is past the plan's limits", used, pairs));
-  return table[used][pairs];
+  constexpr auto table = []<unsigned... kMask>(std::integer_sequence<unsigned, kMask...>, auto row) {
+    return std::array<std::array<Binder, kMaxPairs + 1>, kMasks>{
+        row(std::integral_constant<unsigned, kMask>{}, std::make_integer_sequence<int, kMaxPairs + 1>{})...};
+  }(std::make_integer_sequence<unsigned, kMasks>{}, row);
+  if (used_mask >= kMasks || pairs < 0 || pairs > kMaxPairs)
+    fail(ARB_ERR_INTERNAL,
+         fmt::format("arb_plan_create: slots {:#x} and {} pairs is past the plan's limits", used_mask, pairs));
+  return table[used_mask][pairs];
 }
 
 const Selection& Plan::select_again() {

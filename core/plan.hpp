@@ -54,23 +54,28 @@ class Plan {
       refuse(data);
     return binder_(*this, data, operands);
   }
-  // bind() for a plan with `kUsed` tensors and `kPairs` output pairs: the counts as constants,
-  // so that the loops unroll into straight code (a third of a run was loop control).
-  template <int kUsed, int kPairs>
+  // bind() for a plan whose used slots are the bits of `kUsedMask` and with `kPairs` output
+  // pairs: slots and counts as constants, so that the loops unroll into straight code that
+  // reads each address at a fixed place (a third of a run was loop control and slot lookups).
+  template <unsigned kUsedMask, int kPairs>
   static bool bind_fixed(const Plan& plan, const arb_plan_operands& data, arb_operands& operands) {
     uint64_t stray = 0;  // the slots the op does not use must be NULL
-#pragma GCC unroll 8
-    for (int k = 0; k < kSlots - kUsed; ++k) stray |= reinterpret_cast<uint64_t>(data.tensors[plan.unused_[k]]);
-    bool bad = stray != 0;
     uint64_t addresses = 0;
+    bool bad = false;
+    int used = 0;
 #pragma GCC unroll 8
-    for (int k = 0; k < kUsed; ++k) {
-      const Use& use = plan.uses_[k];
-      const auto address = reinterpret_cast<uint64_t>(data.tensors[use.slot]);
+    for (int slot = 0; slot < kSlots; ++slot) {
+      const auto address = reinterpret_cast<uint64_t>(data.tensors[slot]);
+      if ((kUsedMask >> slot & 1) == 0) {
+        stray |= address;
+        continue;
+      }
+      const Use& use = plan.uses_[used++];
       bad |= address - 1 >= use.last_start;  // NULL (wraps to the top) or spans past the address space
       addresses |= address;
-      __builtin_memcpy(reinterpret_cast<char*>(&operands) + use.offset, &data.tensors[use.slot], sizeof(void*));
+      __builtin_memcpy(reinterpret_cast<char*>(&operands) + use.offset, &address, sizeof address);
     }
+    bad |= stray != 0;
 #pragma GCC unroll 16
     for (int k = 0; k < kPairs; ++k) {
       const Pair& pair = plan.pairs_[k];
@@ -89,7 +94,7 @@ class Plan {
   }
   using Binder = bool (*)(const Plan&, const arb_plan_operands&, arb_operands&);
   static constexpr int kMaxPairs = kSlots * (kSlots - 1) / 2;  // each pair of tensors once
-  static Binder binder_for(int used, int pairs);
+  static Binder binder_for(unsigned used_mask, int pairs);
 
   // Addresses less aligned than the plan's: dispatched for their own alignment class (a
   // selection lookup per run; the kernel for that class chosen, and verified, once).
@@ -138,11 +143,9 @@ class Plan {
   uint64_t bytes_[ARB_PLAN_MAX_TENSORS] = {};
   Use uses_[ARB_PLAN_MAX_TENSORS] = {};
   int used_count_ = 0;
-  int8_t unused_[ARB_PLAN_MAX_TENSORS] = {};
-  int unused_count_ = 0;
   Pair pairs_[kMaxPairs] = {};
   int pair_count_ = 0;
-  Binder binder_ = nullptr;  // bind_fixed for used_count_ and pair_count_
+  Binder binder_ = nullptr;  // bind_fixed for the used slots (uses_, in slot order) and pair_count_
   std::atomic<const Selection*> selection_{nullptr};  // stored before generation_, both under select_mutex_
   std::atomic<uint64_t> generation_{0};
   std::mutex select_mutex_;
