@@ -1,6 +1,7 @@
 // The problem: the C struct arb_problem (plugin.h) and what the runtime does with it.
 // Two problems are the same exactly when their bytes are (the struct has no padding and is
-// always built zero-filled), so the selection cache can compare and hash raw bytes.
+// always built zero-filled), so the selection cache can compare and hash raw words: those of
+// the problem's op (ProblemWords below), every other word being zero.
 #pragma once
 
 #include <arbiter/float16.hpp>
