@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstring>
 #include <utility>
 
 namespace arbiter {
@@ -62,6 +63,15 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
       pair.limit = empty ? 0 : bytes_[out] + bytes_[other] - 1;
     }
   }
+  // A run starts from the plan's scalars with every address NULL (start_operands), then binds
+  // the used slots' addresses: the op's operands must hold no other address.
+  arb_operands started;
+  start_operands(started);
+  for (int k = 0; k < used_count_; ++k)
+    std::memcpy(reinterpret_cast<char*>(&started) + uses_[k].offset,
+                reinterpret_cast<const char*>(&operands_) + uses_[k].offset, sizeof(void*));
+  if (std::memcmp(&started, &operands_, sizeof started) != 0)
+    fail(ARB_ERR_INTERNAL, "arb_plan_create: the op's operands hold an address that no tensor of the plan gives");
   unsigned used_mask = 0;
   for (int k = 0; k < used_count_; ++k) used_mask |= 1u << uses_[k].slot;
   binder_ = binder_for(used_mask, pair_count_);

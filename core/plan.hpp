@@ -10,6 +10,8 @@
 #include "problem/op.hpp"
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -27,7 +29,8 @@ class Plan {
   // One test for the kernel: the selection's attention (Selection) is 0 unless its first calls
   // are checked, shadow checks are sampled or the dispatcher forgot it; then run_attended.
   ARBITER_HOT_INLINE void run(const arb_plan_operands& data, void* stream) {
-    arb_operands operands = operands_;
+    arb_operands operands;
+    start_operands(operands);
     if (!bind(data, operands)) [[unlikely]]
       return run_less_aligned(data, operands, stream);
     const Selection& chosen = *selection_.load(std::memory_order_acquire);
@@ -47,6 +50,19 @@ class Plan {
   // arb_plan_operands 1.3 has five tensors; a later minor that adds some must read them only
   // when struct_size says the caller's struct has them.
   static constexpr int kSlots = 5;
+
+  // A run's arb_operands before bind() stores the addresses: the plan's, whose address fields
+  // are NULL but for the ones bind() overwrites, so those are written as zeros (stores of a
+  // register no load feeds) and the rest, the scalars from alpha on, copied.
+  static constexpr size_t kScalarsAt = offsetof(arb_operands, alpha);
+  static_assert(kScalarsAt % 16 == 0 && (sizeof(arb_operands) - kScalarsAt) % 16 == 0,
+                "arb_operands grew: keep the zeroed and copied parts in 16-byte pieces or copy it whole");
+  ARBITER_HOT_INLINE void start_operands(arb_operands& operands) const {
+    std::memset(&operands, 0, kScalarsAt);
+    operands.struct_size = sizeof operands;  // as build_call sets it (the constructor checks)
+    std::memcpy(reinterpret_cast<char*>(&operands) + kScalarsAt, reinterpret_cast<const char*>(&operands_) + kScalarsAt,
+                sizeof(arb_operands) - kScalarsAt);
+  }
   static_assert(ARB_PLAN_MAX_TENSORS == kSlots, "arb_plan_operands grew: read the new slots by struct_size");
 
   ARBITER_HOT_INLINE bool bind(const arb_plan_operands& data, arb_operands& operands) const {
@@ -133,8 +149,8 @@ class Plan {
     uint64_t last_start;
   };
 
+  arb_problem problem_;  // first: its address is the plan's, one register less on the run's path
   Context& context_;
-  arb_problem problem_;
   arb_operands operands_;  // the scalars; addresses filled per run
   const char* names_[ARB_PLAN_MAX_TENSORS] = {};
   uint64_t element_misalignment_ = 0;  // element size - 1: every address is aligned for the dtype
