@@ -64,13 +64,18 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
     }
   }
   // A run starts from the plan's scalars with every address NULL (start_operands), then binds
-  // the used slots' addresses: the op's operands must hold no other address.
+  // the used slots' addresses: the op's operands must hold no other address. The addresses
+  // appended after the scalars (swiglu's gate and up, plugin ABI 1.1) are NULL in the plan's
+  // operands too, so that start_operands copies only scalars past kScalarsAt.
+  static_assert(sizeof(arb_operands) == offsetof(arb_operands, up) + sizeof(void*),
+                "arb_operands grew: set its new addresses to NULL here");
+  operands_.gate = operands_.up = nullptr;
   arb_operands started;
   start_operands(started);
   for (int k = 0; k < used_count_; ++k)
     std::memcpy(reinterpret_cast<char*>(&started) + uses_[k].offset,
-                reinterpret_cast<const char*>(&operands_) + uses_[k].offset, sizeof(void*));
-  if (std::memcmp(&started, &operands_, sizeof started) != 0)
+                reinterpret_cast<const char*>(&call.operands) + uses_[k].offset, sizeof(void*));
+  if (std::memcmp(&started, &call.operands, sizeof started) != 0)
     fail(ARB_ERR_INTERNAL, "arb_plan_create: the op's operands hold an address that no tensor of the plan gives");
   unsigned used_mask = 0;
   for (int k = 0; k < used_count_; ++k) used_mask |= 1u << uses_[k].slot;

@@ -237,6 +237,38 @@ TEST_CASE("call fast path: rmsnorm and softmax agree with build_call on drawn ar
   }
 }
 
+TEST_CASE("call fast path: swiglu agrees with build_call on drawn arguments, separate and fused") {
+  Draw draw(7122026);
+  Operand gate, up, y;
+  int fast[2] = {}, detailed[2] = {};
+  for (int i = 0; i < 20000; ++i) {
+    const DLDataType dtype = draw.dtype();
+    const int64_t rows = draw.size(), cols = draw.size();
+    const bool fused = i % 2 == 0;
+    arb_swiglu_args args = ARB_SWIGLU_ARGS_INIT;
+    // Fused: gate [rows, 2 cols] (an odd width now and then); else gate and up [rows, cols].
+    draw.operand(gate, rows, fused ? (draw.chance(0.97) ? 2 * cols : 2 * cols + 1) : cols, dtype);
+    args.gate = draw.chance(0.99) ? &gate.t : nullptr;
+    if (!fused) {
+      draw.operand(up, draw.chance(0.97) ? rows : rows + 1, cols, dtype);
+      args.up = &up.t;
+    }
+    draw.operand(y, draw.chance(0.97) ? rows : rows + 1, draw.chance(0.97) ? cols : cols + 1, dtype);
+    args.y = draw.chance(0.99) ? &y.t : nullptr;
+    if (draw.chance(0.02)) args.struct_size = ARB_SWIGLU_ARGS_STRUCT_SIZE - 8;
+    const Paths paths = both_paths(swiglu_op(), args);
+    check_agree(paths, std::string(fused ? "swiglu fused" : "swiglu") + " draw " + std::to_string(i));
+    fast[fused] += paths.fast;
+    detailed[fused] += paths.detailed;
+  }
+  MESSAGE("swiglu: " << fast[0] << " fast, " << detailed[0] << " accepted in detail; fused: " << fast[1] << " fast, "
+                     << detailed[1] << " accepted in detail, of 10000 each");
+  for (int form = 0; form < 2; ++form) {
+    CHECK(fast[form] > 1000);
+    CHECK(detailed[form] >= fast[form]);
+  }
+}
+
 TEST_CASE("call fast path: the common cases take it") {
   std::vector<float> m(4096);
   Operand a, b, c, bias, d;

@@ -81,6 +81,7 @@ arbiter::Context& context_of(arb_context context) {
 const arbiter::Op& op_of(const arb_gemm_args*) { return arbiter::gemm_op(); }
 const arbiter::Op& op_of(const arb_rmsnorm_args*) { return arbiter::rmsnorm_op(); }
 const arbiter::Op& op_of(const arb_softmax_args*) { return arbiter::softmax_op(); }
+const arbiter::Op& op_of(const arb_swiglu_args*) { return arbiter::swiglu_op(); }
 
 // A call of an op, the hot path of arb_gemm, arb_rmsnorm and arb_softmax: the common case
 // (every tensor row-major, of one known dtype, sizes up to 2^30) built inline, its problem
@@ -211,10 +212,8 @@ ARB_API arb_status arb_context_destroy(arb_context context) {
   return run_call(context, args, stream);
 }
 
-// No inline fast path yet: every call takes the detailed checks (a few hundred instructions
-// more than the ops above, against a kernel that streams rows x cols x 3 elements).
-ARB_API arb_status arb_swiglu(arb_context context, const arb_swiglu_args* args, void* stream) {
-  return run_op(context, arbiter::swiglu_op(), args, stream);
+[[gnu::flatten]] ARB_API arb_status arb_swiglu(arb_context context, const arb_swiglu_args* args, void* stream) {
+  return run_call(context, args, stream);
 }
 
 ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args, char* buffer, size_t capacity,

@@ -1,5 +1,5 @@
 // The calls' common case, built inline on the path of every arb_gemm / arb_rmsnorm /
-// arb_softmax (core/api/c_api.cpp): each operand checked once by tensor_fast_path.hpp, the
+// arb_softmax / arb_swiglu (core/api/c_api.cpp): each operand checked once by tensor_fast_path.hpp, the
 // problem and operands written in place. Always inlined (GCC would keep each out of line:
 // too large) so that the problem's hash and the selection cache's compare fold with the
 // fields just set, the other ops' fields being known zeros.
@@ -24,6 +24,7 @@ namespace arbiter {
 constexpr ProblemWords fast_problem_words(const arb_gemm_args*) { return kGemmProblemWords; }
 constexpr ProblemWords fast_problem_words(const arb_rmsnorm_args*) { return kRmsNormProblemWords; }
 constexpr ProblemWords fast_problem_words(const arb_softmax_args*) { return kSoftmaxProblemWords; }
+constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwigluProblemWords; }
 
 // gemm: a, b, d (c with beta != 0, bias when given) 2-D row-major matrices (bias a vector).
 [[gnu::always_inline]] inline bool build_call_fast(const arb_gemm_args* args, Call& call) {
@@ -136,6 +137,39 @@ constexpr ProblemWords fast_problem_words(const arb_softmax_args*) { return kSof
     strides |= static_cast<uint64_t>(r.ld);
   }
   return set_alignment(addresses, strides, kind, call.problem);
+}
+
+// swiglu: gate, up and y 2-D row-major of one shape; or, up NULL, gate [rows, 2 cols] holding
+// both halves (each with gate's row stride) and y [rows, cols].
+[[gnu::always_inline]] inline bool build_call_fast(const arb_swiglu_args* args, Call& call) {
+  using namespace fast_path;
+  if (args == nullptr || args->struct_size < ARB_SWIGLU_ARGS_STRUCT_SIZE) return false;
+  Kind kind;
+  Span whole, up, y;
+  if (!first_matrix(args->gate, kind, whole)) return false;
+  Span gate = whole;
+  if (args->up != nullptr) {
+    if (!matrix(args->up, kind, up) || up.rows != gate.rows || up.cols != gate.cols) return false;
+  } else {
+    if (whole.cols % 2 != 0) return false;
+    gate.cols = whole.cols / 2;
+    up = gate;
+    up.data = whole.data + (gate.cols << kind.element_shift);
+  }
+  if (!matrix(args->y, kind, y) || y.rows != gate.rows || y.cols != gate.cols) return false;
+  if (overlap(y, whole) || (args->up != nullptr && overlap(y, up))) return false;
+  start_call(ARB_OP_SWIGLU, kind, call);
+  arb_problem& p = call.problem;
+  p.rows = gate.rows;
+  p.cols = gate.cols;
+  p.ld_gate = gate.ld;
+  p.ld_up = up.ld;
+  p.ld_y = y.ld;
+  call.operands.gate = gate.data;
+  call.operands.up = up.data;
+  call.operands.y = y.data;
+  return set_alignment(address(gate.data) | address(up.data) | address(y.data),
+                       static_cast<uint64_t>(gate.ld | up.ld | y.ld), kind, p);
 }
 
 }  // namespace arbiter

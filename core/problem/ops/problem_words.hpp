@@ -22,6 +22,12 @@ inline constexpr ProblemWords kRmsNormProblemWords =
     kProblemHeaderWords |
     problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, has_residual) + sizeof(int32_t));
 
+// swiglu: rows, cols, ld_x (zero for swiglu: its gate has ld_gate), ld_y, and
+// its own ld_gate, ld_up (plugin ABI 1.1).
+inline constexpr ProblemWords kSwigluProblemWords =
+    kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_residual)) |
+    problem_words(offsetof(arb_problem, ld_gate), offsetof(arb_problem, ld_up) + sizeof(int64_t));
+
 static_assert(offsetof(arb_problem, c_is_d) + sizeof(int32_t) == offsetof(arb_problem, rows),
               "a field between gemm's and the row ops': give it to its op");
 

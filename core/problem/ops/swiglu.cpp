@@ -1,6 +1,7 @@
 // swiglu: y = silu(gate) * up elementwise over rows x cols, silu(g) = g / (1 + e^-g); gate
 // and up either separate tensors or the two halves of one fused gate/up GEMM output.
 #include "problem/ops/ops.hpp"
+#include "problem/ops/problem_words.hpp"
 #include "problem/ops/row_op.hpp"
 
 #include "common/failure.hpp"
@@ -14,6 +15,7 @@ class Swiglu final : public RowOp {
  public:
   arb_op code() const override { return ARB_OP_SWIGLU; }
   const char* name() const override { return "swiglu"; }
+  ProblemWords problem_words() const override { return kSwigluProblemWords; }
 
   void validate(const arb_problem& p) const override {
     if (p.rows < 1 || p.cols < 1)
