@@ -34,6 +34,15 @@ y = ctx.rmsnorm(x, np.ones(256, bfloat16), eps=1e-5, residual=np.ones((8, 256), 
 p = ctx.softmax(y)
 print(f"rmsnorm + softmax in {p.dtype}: rows sum to {p.astype(np.float32).sum(-1).round(2)}")
 
+# SwiGLU on the output of one fused gate/up GEMM: its first half the gate, its second half up.
+gate_up = ctx.gemm(a, rng.standard_normal((64, 2 * 48)).astype(np.float32))  # [128, 96]
+s = ctx.swiglu(gate_up)                                                        # [128, 48]
+g, u = gate_up[:, :48].astype(np.float64), gate_up[:, 48:].astype(np.float64)
+want = g / (1 + np.exp(-g)) * u
+error = (np.abs(s - want) / (1 + np.abs(want))).max()
+print(f"swiglu: max relative error {error:.2e}")
+assert error < 1e-3, "the SwiGLU disagrees with NumPy"
+
 print(ctx.explain("gemm", a, b, bias=bias, act="gelu_erf"))
 for plugin in ctx.plugins():
     print(f"plugin {plugin.name or os.path.basename(plugin.path)}: {plugin.status} {plugin.reason}")

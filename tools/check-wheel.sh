@@ -51,7 +51,10 @@ e = np.exp(x - x.max(-1, keepdims=True))
 np.testing.assert_allclose(ctx.softmax(x), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
 y = ctx.rmsnorm(x, np.ones(64, np.float32))
 np.testing.assert_allclose(y, x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6), rtol=1e-4, atol=1e-5)
-print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm agree with NumPy")
+g = rng.standard_normal((4, 128)).astype(np.float32)  # one fused gate/up output: the halves
+s = ctx.swiglu(g)
+np.testing.assert_allclose(s, g[:, :64] / (1 + np.exp(-g[:, :64].astype(np.float64))) * g[:, 64:], rtol=1e-5, atol=1e-6)
+print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm, swiglu agree with NumPy")
 PY
 "$work/venv/bin/arbiter" plugins >/dev/null
 package=$("$work/venv/bin/python" -c "import arbiter, os; print(os.path.dirname(arbiter.__file__))")

@@ -188,6 +188,19 @@ def bfloat16_views(operands):
     return mask, views
 
 
+def halves(fw, x):
+    """A [..., 2n] array of framework `fw` as its two [..., n] halves, ``(x[..., :n], x[..., n:])``:
+    views where the framework has them (JAX slices are copies); None for an array with no
+    dimension or an odd last one."""
+    shape = tuple(x.shape)
+    if not shape or shape[-1] % 2:
+        return None
+    if fw is _DLPackOnly:  # no slicing of its own: NumPy views of its memory
+        x = np.from_dlpack(x)
+    n = shape[-1] // 2
+    return x[..., :n], x[..., n:]
+
+
 def check_residual_target(fw, x, residual):
     """rmsnorm with a residual writes x (x += residual): refuses an x of `fw` that is read-only."""
     if residual is not None and not fw.writable(x):

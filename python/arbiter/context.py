@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _frameworks, plans, reports
 from ._arbiter import _Context
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnsupportedError
 
 _ndarray = np.ndarray
 _NumPy = _frameworks.NumPy
@@ -27,6 +27,14 @@ def _activation(act) -> int:
         raise InvalidArgumentError(
             1, f"act={act!r}: expected one of {', '.join(repr(k) for k in _ACTIVATIONS)}"
         ) from None
+
+
+def _swiglu_shape(gate, up):
+    """The shape of swiglu's result: gate's, or with up None (gate holds both halves) gate's with
+    its last dimension halved. A gate the library refuses (no dimension, an odd last one) gets a
+    shape all the same: the library names what is wrong."""
+    shape = tuple(gate.shape)
+    return shape if up is not None or not shape else shape[:-1] + (shape[-1] // 2,)
 
 
 def _config_arguments(config):
@@ -108,6 +116,21 @@ class Context:
         except _RETRY_IN_GENERAL_PATH:
             return self._softmax(x, out, False)
 
+    def swiglu(self, gate, up=None, out=None):
+        """``silu(gate) * up`` elementwise, ``silu(g) = g / (1 + exp(-g))`` (f32 math for every
+        dtype): the activation of a Llama MLP block. gate and up have one shape [..., n]. Without
+        `up`, gate is the [..., 2n] output of one fused gate/up GEMM (its first n columns the gate,
+        its last n the up projection) and the result is [..., n]. `out` must not overlap gate or
+        up. Returns `out`, or a new array of the caller's framework."""
+        try:  # the fast path (see gemm)
+            fw = _NumPy if type(gate) is _ndarray else _frameworks.framework_of(gate)
+            if out is None:
+                out = fw.empty(_swiglu_shape(gate, up), gate)
+            self._c.swiglu(gate, up, out, 0 if fw is _NumPy else fw.stream(gate), 0, False)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._swiglu(gate, up, out, False)
+
     # ---- plans: an operation bound once, run many times ----------------------------------
 
     def plan_gemm(self, a, b, bias=None, c=None, alpha: float = 1.0, beta: float = 0.0, act: str = "none",
@@ -148,6 +171,38 @@ class Context:
             self._c.plan_softmax(ops[0], ops[1], mask)))
         return plans.SoftmaxPlan(self, c_plan, tuple(out.shape))
 
+    def plan_swiglu(self, gate, up=None, out=None) -> "plans.SwiGLUPlan":
+        """The arguments of :meth:`swiglu`, bound once (see :meth:`plan_gemm`);
+        ``plan.run(gate, up=None, out=None)``, with `up` given exactly when the plan was made with
+        one. A fused [..., 2n] gate (up=None) is planned as its two halves, views
+        ``gate[..., :n]`` and ``gate[..., n:]`` (the library plans gate and up as two tensors),
+        and each run splits its gate the same way: the plan runs on fused tensors like the one it
+        was made with."""
+        fw = _frameworks.framework_of(gate)
+        if out is None:
+            out = fw.empty(_swiglu_shape(gate, up), gate)
+
+        def plan(gate, up):
+            return _frameworks.call_with_copies(out, [gate, up, out], ("gate", "up"), lambda ops, mask: (
+                self._c.plan_swiglu(ops[0], ops[1], ops[2], mask)))
+
+        halves = _frameworks.halves(fw, gate) if up is None else None
+        if halves is None:  # separate tensors; or a gate the library refuses (it names what is wrong)
+            return plans.SwiGLUPlan(self, plan(gate, up), tuple(out.shape), None)
+        try:
+            return plans.SwiGLUPlan(self, plan(*halves), tuple(out.shape), tuple(gate.shape))
+        except InvalidArgumentError as refused:
+            error = refused
+        # Refused as the call refuses it, of the whole gate rather than of its halves: the library
+        # checks the fused arguments before it says that it cannot plan them.
+        try:
+            plan(gate, None)
+        except UnsupportedError:
+            pass  # the fused arguments are right: the halves' refusal stands
+        except InvalidArgumentError as refused:
+            error = refused
+        raise error from None
+
     @staticmethod
     def _gemm_shape(a, b):
         if len(a.shape) != 2 or len(b.shape) != 2:
@@ -164,22 +219,26 @@ class Context:
         same arguments as the operation."""
         if not tensors and not kwargs:
             return self._c.explain_problem(op_or_problem)
-        call = {"gemm": self._gemm, "rmsnorm": self._rmsnorm, "softmax": self._softmax}.get(op_or_problem)
+        call = {"gemm": self._gemm, "rmsnorm": self._rmsnorm, "softmax": self._softmax,
+                "swiglu": self._swiglu}.get(op_or_problem)
         if call is None:
-            raise InvalidArgumentError(1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm or softmax)")
+            raise InvalidArgumentError(1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax or swiglu)")
         defaults = {
             "gemm": dict(bias=None, c=None, alpha=1.0, beta=0.0, act="none", out=None),
             "rmsnorm": dict(eps=1e-6, residual=None, out=None),
             "softmax": dict(out=None),
+            "swiglu": dict(up=None, out=None),
         }[op_or_problem]
-        names = {"gemm": ("a", "b"), "rmsnorm": ("x", "weight"), "softmax": ("x",)}[op_or_problem]
+        # The arguments that may be given by position, in the call's order (swiglu's up is optional).
+        names = {"gemm": ("a", "b"), "rmsnorm": ("x", "weight"), "softmax": ("x",),
+                 "swiglu": ("gate", "up")}[op_or_problem]
         values = dict(zip(names, tensors))
         values.update(kwargs)
         unknown = set(values) - set(names) - set(defaults)
         if unknown or len(tensors) > len(names):
             raise TypeError(f"explain({op_or_problem!r}): unexpected arguments {sorted(unknown)}")
         merged = {**defaults, **values}
-        return call(*[merged[k] for k in (*names, *defaults)], True)
+        return call(*[merged[k] for k in (*names, *(k for k in defaults if k not in names))], True)
 
     def plugins(self) -> list:
         """Every plugin the context saw (loaded, disabled and rejected, with the reason) and its
@@ -249,6 +308,13 @@ class Context:
             out = fw.empty(tuple(x.shape), x)
         return self._call(fw, out, [x, out], ("x",), lambda ops, mask: self._c.softmax(
             ops[0], ops[1], fw.stream(x), mask, explain), explain)
+
+    def _swiglu(self, gate, up, out, explain):
+        fw = _frameworks.framework_of(gate)
+        if out is None:
+            out = fw.empty(_swiglu_shape(gate, up), gate)
+        return self._call(fw, out, [gate, up, out], ("gate", "up"), lambda ops, mask: self._c.swiglu(
+            ops[0], ops[1], ops[2], fw.stream(gate), mask, explain), explain)
 
     @staticmethod
     def _call(fw, out, operands, copyable, call, explain, names=None):

@@ -1,13 +1,14 @@
 """Plans: one operation's arguments bound once (checked, kernel chosen, workspace sized) and run
 many times on new tensors of the same shapes, strides, dtype and device, as a decode loop calls
-the same few shapes. Made by ``Context.plan_gemm`` / ``plan_rmsnorm`` / ``plan_softmax``
-(docs/python.md, "Plans"; the C ABI underneath: docs/plans.md)."""
+the same few shapes. Made by ``Context.plan_gemm`` / ``plan_rmsnorm`` / ``plan_softmax`` /
+``plan_swiglu`` (docs/python.md, "Plans"; the C ABI underneath: docs/plans.md)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from . import _frameworks
+from .errors import InvalidArgumentError
 
 _ndarray = np.ndarray
 _NumPy = _frameworks.NumPy
@@ -153,4 +154,54 @@ class SoftmaxPlan(Plan):
         stream = fw.stream(x)
         _frameworks.call_with_copies(out, [x, out], ("x",), lambda ops, mask: self._p.softmax(
             ops[0], ops[1], stream, mask))
+        return fw.result(out)
+
+
+class SwiGLUPlan(Plan):
+    """``silu(gate) * up`` elementwise. A plan made with one fused [..., 2n] gate (up=None) runs on
+    fused tensors of that shape, split at each run into the two halves it was planned as."""
+
+    op = "swiglu"
+
+    def __init__(self, context, c_plan, out_shape, fused_shape):
+        super().__init__(context, c_plan, out_shape)
+        self._fused_shape = fused_shape  # the whole gate's shape for a fused plan, else None
+        self._run_swiglu = c_plan.swiglu
+
+    def run(self, gate, up=None, out=None):
+        """Runs the plan on `gate` and `up` (or on a fused gate alone, as the plan was made).
+        Returns `out`, or a new array of the caller's framework."""
+        if self._fused_shape is not None:
+            gate, up = self._halves(gate, up)
+        elif up is None:
+            raise InvalidArgumentError(1, "plan.run: the plan was made with up, and none was given "
+                                          "(a fused gate/up tensor needs a plan made with up=None)")
+        try:  # the fast path (see GemmPlan.run)
+            fw = _NumPy if type(gate) is _ndarray else _frameworks.framework_of(gate)
+            if out is None:
+                out = fw.empty(self._out_shape, gate)
+            self._run_swiglu(gate, up, out, 0 if fw is _NumPy else fw.stream(gate), 0)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._run(gate, up, out)
+
+    def _halves(self, gate, up):
+        """A fused plan's run: the whole gate, checked against the plan's, as its two halves."""
+        if up is not None:
+            raise InvalidArgumentError(1, "plan.run: up was given, but the plan was made with one fused gate/up "
+                                          "tensor (up=None): pass the whole [..., 2n] gate alone")
+        shape = tuple(gate.shape) if hasattr(gate, "shape") else None
+        if shape != self._fused_shape:  # named as the caller gave it, not as its halves
+            _frameworks.framework_of(gate)  # TypeError for no array at all
+            raise InvalidArgumentError(1, f"plan.run: gate has shape {shape}, but the plan was made for "
+                                          f"{self._fused_shape} (one fused gate/up tensor)")
+        return _frameworks.halves(_frameworks.framework_of(gate), gate)
+
+    def _run(self, gate, up, out):
+        fw = _frameworks.framework_of(gate)
+        if out is None:
+            out = fw.empty(self._out_shape, gate)
+        stream = fw.stream(gate)
+        _frameworks.call_with_copies(out, [gate, up, out], ("gate", "up"), lambda ops, mask: self._p.swiglu(
+            ops[0], ops[1], ops[2], stream, mask))
         return fw.result(out)

@@ -4,6 +4,7 @@
     torch.ops.arbiter.rmsnorm(x, weight, eps=1e-6) -> Tensor
     torch.ops.arbiter.rmsnorm_residual(x, residual, weight, eps=1e-6) -> Tensor   (x += residual, in place)
     torch.ops.arbiter.softmax(x) -> Tensor
+    torch.ops.arbiter.swiglu(gate, up=None) -> Tensor    (silu(gate) * up; up None: gate is [..., 2n], both halves)
 
 with fake (meta) implementations, so that they trace under ``torch.compile`` and run on the
 process-wide context (``arbiter.default_context()``). CUDA tensors run on the current stream.
@@ -65,3 +66,19 @@ def softmax(x: Tensor) -> Tensor:
 @softmax.register_fake
 def _(x):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("arbiter::swiglu", mutates_args=())
+def swiglu(gate: Tensor, up: Optional[Tensor] = None) -> Tensor:
+    return default_context().swiglu(_data(gate), _data(up))
+
+
+@swiglu.register_fake
+def _(gate, up=None):
+    if up is not None:
+        torch._check(up.shape == gate.shape, lambda: f"arbiter::swiglu: gate is {list(gate.shape)}, up is {list(up.shape)}")
+        return torch.empty_like(gate, memory_format=torch.contiguous_format)
+    torch._check(gate.dim() >= 1 and gate.shape[-1] % 2 == 0,
+                 lambda: f"arbiter::swiglu: with up None, gate's last dimension holds both halves and must be even, "
+                         f"gate is {list(gate.shape)}")
+    return gate.new_empty((*gate.shape[:-1], gate.shape[-1] // 2))

@@ -49,6 +49,15 @@ void describe_softmax(const nb::ndarray<nb::ro>& x, const Output& y, uint32_t bf
   if (rows_layout(operands.slots[0]) != Layout::as_is) needs_copy("x");
 }
 
+void describe_swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output& y, uint32_t bf16,
+                     CallOperands& operands) {
+  make_operand(gate, "gate", bf16 & 1, operands.slots[0]);
+  if (up) make_operand(*up, "up", bf16 & 2, operands.slots[1]);
+  make_operand(y, "out", bf16 & 4, operands.slots[2]);
+  if (rows_layout(operands.slots[0]) != Layout::as_is) needs_copy("gate");
+  if (up && rows_layout(operands.slots[1]) != Layout::as_is) needs_copy("up");
+}
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta) {
   arb_gemm_args args = ARB_GEMM_ARGS_INIT;
   args.a = operands.slots[0].get();
@@ -81,16 +90,36 @@ arb_softmax_args softmax_args(const CallOperands& operands) {
   return args;
 }
 
+arb_swiglu_args swiglu_args(const CallOperands& operands) {
+  arb_swiglu_args args = ARB_SWIGLU_ARGS_INIT;
+  args.gate = operands.slots[0].get();
+  args.up = operands.slots[1].get();
+  args.y = operands.slots[2].get();
+  return args;
+}
+
 const char* slot_name(int32_t op, int slot) {
   static constexpr const char* kGemm[] = {"a", "b", "c", "bias", "out"};
   static constexpr const char* kRmsNorm[] = {"x", "residual", "weight", "out", "-"};
   static constexpr const char* kSoftmax[] = {"x", "out", "-", "-", "-"};
+  static constexpr const char* kSwiglu[] = {"gate", "up", "out", "-", "-"};
   if (slot < 0 || slot >= ARB_PLAN_MAX_TENSORS) return "-";
   switch (op) {
     case ARB_OP_GEMM: return kGemm[slot];
     case ARB_OP_RMSNORM: return kRmsNorm[slot];
     case ARB_OP_SOFTMAX: return kSoftmax[slot];
+    case ARB_OP_SWIGLU: return kSwiglu[slot];
     default: return "-";
+  }
+}
+
+const char* op_name(int32_t op) {
+  switch (op) {
+    case ARB_OP_GEMM: return "gemm";
+    case ARB_OP_RMSNORM: return "rmsnorm";
+    case ARB_OP_SOFTMAX: return "softmax";
+    case ARB_OP_SWIGLU: return "swiglu";
+    default: return "unknown";
   }
 }
 

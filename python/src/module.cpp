@@ -106,6 +106,18 @@ class Context {
     return std::nullopt;
   }
 
+  // y = silu(gate) * up; without up, gate is one fused [..., 2n] gate/up output (first n columns
+  // the gate, last n the up projection) and y is [..., n].
+  std::optional<std::string> swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output& y, uintptr_t stream,
+                                    uint32_t bf16, bool explain) {
+    CallOperands operands;
+    describe_swiglu(gate, up, y, bf16, operands);
+    const arb_swiglu_args args = swiglu_args(operands);
+    if (explain) return explain_call(ContextUse(*state_).get(), ARB_OP_SWIGLU, &args);
+    call([&](arb_context context) { return arb_swiglu(context, &args, reinterpret_cast<void*>(stream)); });
+    return std::nullopt;
+  }
+
   // Plans: the same arguments as the operations, bound once (plan.hpp).
   Plan* plan_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                   const Output& d, int32_t activation, float alpha, float beta, uint32_t bf16) {
@@ -128,6 +140,15 @@ class Context {
     describe_softmax(x, y, bf16, operands);
     const arb_softmax_args args = softmax_args(operands);
     return Plan::create(state_, ARB_OP_SOFTMAX, &args, operands);
+  }
+
+  // The library plans gate and up as two tensors (a fused gate, up absent, is refused as
+  // unsupported): the Python layer passes a fused output's two halves as views.
+  Plan* plan_swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output& y, uint32_t bf16) {
+    CallOperands operands;
+    describe_swiglu(gate, up, y, bf16, operands);
+    const arb_swiglu_args args = swiglu_args(operands);
+    return Plan::create(state_, ARB_OP_SWIGLU, &args, operands);
   }
 
   std::string explain_problem(const std::string& problem) {
@@ -186,7 +207,8 @@ NB_MODULE(_arbiter, m) {
       .def_prop_ro("in_place", &Plan::in_place)
       .def("gemm", &Plan::gemm, "a"_a, "b"_a, "c"_a.none(), "bias"_a.none(), "d"_a, "stream"_a, "bf16"_a)
       .def("rmsnorm", &Plan::rmsnorm, "x"_a, "residual"_a.none(), "weight"_a, "y"_a, "stream"_a, "bf16"_a)
-      .def("softmax", &Plan::softmax, "x"_a, "y"_a, "stream"_a, "bf16"_a);
+      .def("softmax", &Plan::softmax, "x"_a, "y"_a, "stream"_a, "bf16"_a)
+      .def("swiglu", &Plan::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a);
 
   nb::class_<Context>(m, "_Context")
       .def(nb::init<std::optional<std::string>, std::optional<std::string>>(), "config_path"_a.none(),
@@ -197,12 +219,15 @@ NB_MODULE(_arbiter, m) {
       .def("rmsnorm", &Context::rmsnorm, "x"_a, "residual"_a.none(), "weight"_a, "y"_a, "eps"_a, "stream"_a, "bf16"_a,
            "explain"_a)
       .def("softmax", &Context::softmax, "x"_a, "y"_a, "stream"_a, "bf16"_a, "explain"_a)
+      .def("swiglu", &Context::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a, "explain"_a)
       // A plan keeps its context object alive (keep_alive<0, 1>): only an explicit close() ends it early.
       .def("plan_gemm", &Context::plan_gemm, "a"_a, "b"_a, "c"_a.none(), "bias"_a.none(), "d"_a, "activation"_a,
            "alpha"_a, "beta"_a, "bf16"_a, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
       .def("plan_rmsnorm", &Context::plan_rmsnorm, "x"_a, "residual"_a.none(), "weight"_a, "y"_a, "eps"_a, "bf16"_a,
            nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
       .def("plan_softmax", &Context::plan_softmax, "x"_a, "y"_a, "bf16"_a, nb::rv_policy::take_ownership,
+           nb::keep_alive<0, 1>())
+      .def("plan_swiglu", &Context::plan_swiglu, "gate"_a, "up"_a.none(), "y"_a, "bf16"_a, nb::rv_policy::take_ownership,
            nb::keep_alive<0, 1>())
       .def("explain_problem", &Context::explain_problem, "problem"_a)
       .def("plugins", &Context::plugins)

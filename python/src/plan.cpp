@@ -8,15 +8,6 @@
 namespace arbiter::python {
 namespace {
 
-const char* op_name(int32_t op) {
-  switch (op) {
-    case ARB_OP_GEMM: return "gemm";
-    case ARB_OP_RMSNORM: return "rmsnorm";
-    case ARB_OP_SOFTMAX: return "softmax";
-    default: return "unknown";
-  }
-}
-
 std::string device_name(DLDevice device) {
   const char* type = device.device_type == kDLCPU       ? "cpu"
                      : device.device_type == kDLCUDA     ? "cuda"
@@ -144,6 +135,15 @@ void Plan::softmax(const nb::ndarray<nb::ro>& x, const Output& y, uintptr_t stre
   expect_op(ARB_OP_SOFTMAX, "softmax");
   CallOperands given;
   describe_softmax(x, y, bf16, given);
+  arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
+  check(given, data);
+  run(data, stream);
+}
+
+void Plan::swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output& y, uintptr_t stream, uint32_t bf16) {
+  expect_op(ARB_OP_SWIGLU, "swiglu");
+  CallOperands given;
+  describe_swiglu(gate, up, y, bf16, given);
   arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
   check(given, data);
   run(data, stream);

@@ -36,6 +36,7 @@ class Plan {
   void rmsnorm(const nb::ndarray<nb::ro>& x, const Input& residual, const nb::ndarray<nb::ro>& weight,
                const Output& y, uintptr_t stream, uint32_t bf16);
   void softmax(const nb::ndarray<nb::ro>& x, const Output& y, uintptr_t stream, uint32_t bf16);
+  void swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output& y, uintptr_t stream, uint32_t bf16);
 
   // A gemm planned with c the same memory as out (beta != 0, updated in place).
   bool in_place() const { return in_place_; }

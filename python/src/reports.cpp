@@ -1,5 +1,6 @@
 #include "reports.hpp"
 
+#include "calls.hpp"
 #include "python_errors.hpp"
 
 #include <nanobind/stl/string.h>
@@ -66,7 +67,7 @@ nb::list plugin_list(arb_context context) {
       if (arb_status s = arb_kernel_get_info(context, i, k, &kinfo); s != ARB_OK) raise_status(s);
       nb::dict kernel;
       kernel["name"] = text(kinfo.name);
-      kernel["op"] = kinfo.op == ARB_OP_GEMM ? "gemm" : kinfo.op == ARB_OP_RMSNORM ? "rmsnorm" : kinfo.op == ARB_OP_SOFTMAX ? "softmax" : "unknown";
+      kernel["op"] = op_name(kinfo.op);
       kernel["device"] = kinfo.device_type == kDLCPU ? "cpu" : kinfo.device_type == kDLCUDA ? "cuda" : "other";
       kernel["provenance"] = text(arb_provenance_string(kinfo.provenance));
       kernel["priority"] = kinfo.priority;

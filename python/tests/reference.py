@@ -54,6 +54,17 @@ def softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def swiglu(gate, up=None):
+    """silu(gate) * up; with up None, gate is [..., 2n]: its first n columns the gate, its last n up."""
+    g = f64(gate)
+    if up is None:
+        n = g.shape[-1] // 2
+        g, u = g[..., :n], g[..., n:]
+    else:
+        u = f64(up)
+    return ACTIVATIONS["silu"](g) * u
+
+
 def _finfo(dtype):
     if bfloat16 is not None and np.dtype(dtype) == np.dtype(bfloat16):
         import ml_dtypes

@@ -156,3 +156,26 @@ def test_torch_plans_on_cuda(ctx, dtype):
     assert "cuda" in plan.explain()
     with pytest.raises(arbiter.InvalidArgumentError, match="is on cpu:0, but the plan was made for cuda:0"):
         softmax.run(torch.zeros((m, n), dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", list(TORCH_DTYPES), ids=str)
+@pytest.mark.parametrize("shape", [(4, 14336), (3, 5, 1001)])
+def test_torch_swiglu_calls_and_plans_on_cuda(ctx, dtype, shape):
+    n = shape[-1]
+    fused = cuda_randn(shape[:-1] + (2 * n,), dtype, 101)
+    gate, up = fused[..., :n], fused[..., n:]  # views of one gate/up output: row stride 2n
+    y = ctx.swiglu(fused)
+    y2 = ctx.swiglu(gate.contiguous(), up.contiguous())
+    plan = ctx.plan_swiglu(fused)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # runs on the caller's current stream
+        fresh = cuda_randn(fused.shape, dtype, 102)
+        y3 = plan.run(fresh)
+    side.synchronize()
+    torch.cuda.synchronize()
+    assert y.is_cuda and y.dtype == dtype and tuple(y.shape) == shape and y3.is_cuda
+    for got, source in ((y, fused), (y2, fused), (y3, fresh)):
+        want = ref.swiglu(host64(source))
+        ref.assert_close(host64(got), want, TORCH_DTYPES[dtype], 1, np.abs(want))
+    assert torch.equal(y, ctx.swiglu(gate, up))  # the fused call is its halves' problem
+    assert "cuda" in plan.explain()

@@ -35,6 +35,18 @@ def test_error_classes():
         (lambda c: c.rmsnorm(f32(4, 8), f32(8), residual=f32(4, 7)), arbiter.InvalidArgumentError, None),
         (lambda c: c.softmax(f32(4, 8), out=f32(4, 9)), arbiter.InvalidArgumentError, None),
         (lambda c: c.softmax(f32(4, 8), out=np.ones((4, 8), np.float16)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.swiglu(f32(4, 8), f32(4, 9)), arbiter.InvalidArgumentError, "up"),
+        (lambda c: c.swiglu(f32(4, 8), f32(8, 4)), arbiter.InvalidArgumentError, "up"),
+        (lambda c: c.swiglu(f32(2, 4, 8), f32(4, 8)), arbiter.InvalidArgumentError, "up"),
+        (lambda c: c.swiglu(f32(4, 8), f32(4, 8), out=f32(4, 4)), arbiter.InvalidArgumentError, "y"),
+        (lambda c: c.swiglu(f32(4, 9)), arbiter.InvalidArgumentError, "even"),
+        (lambda c: c.swiglu(f32(4, 8), out=f32(4, 8)), arbiter.InvalidArgumentError, "halved"),
+        (lambda c: c.swiglu(f32(4, 8), np.ones((4, 8), np.float16)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.swiglu(f32(4, 8), f32(4, 8), out=np.ones((4, 8), np.float16)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.swiglu(np.ones((4, 8), np.float64), np.ones((4, 8), np.float64)), arbiter.DTypeError, "float64"),
+        (lambda c: c.swiglu(np.ones((4, 8), np.int32)), arbiter.DTypeError, "int32"),
+        (lambda c: c.swiglu(f32(4, 0), f32(4, 0)), arbiter.InvalidArgumentError, None),
+        (lambda c: c.swiglu("not an array"), TypeError, None),
         (lambda c: c.explain("gemm f32 m=0 n=1"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("conv2d f32"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("attention", f32(2, 2)), arbiter.InvalidArgumentError, "unknown op"),
@@ -59,6 +71,18 @@ def test_outputs_overlapping_inputs_are_refused(ctx):
         ctx.softmax(x, out=x)
     with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
         ctx.rmsnorm(x, f32(8), out=x)
+    gate, up = f32(4, 8), f32(4, 8)
+    for out in (gate, up):  # in place is refused too: y must not overlap gate or up
+        with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+            ctx.swiglu(gate, up, out=out)
+    fused = f32(4, 16)
+    for out in (fused[:, :8], fused[:, 8:]):  # a fused gate's halves
+        with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+            ctx.swiglu(fused, out=out)
+    big = f32(4, 16)  # rows of gate and out interleaved in one buffer
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        ctx.swiglu(big[:, :8], f32(4, 8), out=big[:, 8:])
+    assert np.all(gate == 1) and np.all(up == 1) and np.all(fused == 1)
 
 
 def test_read_only_output_is_refused(ctx):
@@ -66,6 +90,8 @@ def test_read_only_output_is_refused(ctx):
     out.flags.writeable = False
     with pytest.raises((ValueError, TypeError)):
         ctx.gemm(f32(4, 4), f32(4, 4), out=out)
+    with pytest.raises(arbiter.InvalidArgumentError, match="read-only"):
+        ctx.swiglu(f32(4, 4), f32(4, 4), out=out)
 
 
 def test_config_errors(tmp_path):

@@ -6,6 +6,19 @@ import pytest
 import reference as ref
 
 
+class Wrapped:
+    """An array of an unknown framework that only speaks DLPack (results come back as NumPy)."""
+
+    def __init__(self, array):
+        self.array, self.shape = array, array.shape
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
 def test_numpy_in_numpy_out(ctx, rng):
     a, b = ref.random(rng, (5, 6), np.float32), ref.random(rng, (6, 7), np.float32)
     d = ctx.gemm(a, b)
@@ -71,17 +84,49 @@ def test_numpy_bfloat16_through_ml_dtypes(ctx, rng):
 
 
 def test_any_dlpack_object(ctx, rng):
-    class Wrapped:  # an unknown framework that only speaks DLPack
-        def __init__(self, array):
-            self.array, self.shape = array, array.shape
-
-        def __dlpack__(self, **kwargs):
-            return self.array.__dlpack__(**kwargs)
-
-        def __dlpack_device__(self):
-            return self.array.__dlpack_device__()
-
     a, b = ref.random(rng, (4, 4), np.float32), ref.random(rng, (4, 4), np.float32)
     d = ctx.gemm(Wrapped(a), Wrapped(b))
     assert type(d) is np.ndarray
     np.testing.assert_allclose(d, ref.gemm(a, b), rtol=1e-5, atol=1e-5)
+
+
+def swiglu_case(rng):
+    """(gate, up, the same as one fused [..., 2n] tensor, check(y, kind)) for the framework tests."""
+    gate, up = ref.random(rng, (3, 2, 40), np.float32, scale=3.0), ref.random(rng, (3, 2, 40), np.float32)
+    want = ref.swiglu(gate, up)
+
+    def check(y, kind):
+        assert isinstance(y, kind) and tuple(y.shape) == (3, 2, 40)
+        ref.assert_close(np.asarray(y), want, np.float32, 1, np.abs(want))
+
+    return gate, up, np.concatenate([gate, up], axis=-1), check
+
+
+def test_swiglu_any_dlpack_object(ctx, rng):
+    gate, up, fused, check = swiglu_case(rng)
+    check(ctx.swiglu(Wrapped(gate), Wrapped(up)), np.ndarray)
+    check(ctx.swiglu(Wrapped(fused)), np.ndarray)
+    check(ctx.plan_swiglu(Wrapped(fused)).run(Wrapped(fused)), np.ndarray)  # split as NumPy views of it
+
+
+def test_swiglu_torch_in_torch_out(ctx, rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    gate, up, fused, check = swiglu_case(rng)
+    check(ctx.swiglu(torch.from_numpy(gate), torch.from_numpy(up)), torch.Tensor)
+    check(ctx.swiglu(torch.from_numpy(fused)), torch.Tensor)
+    check(ctx.plan_swiglu(torch.from_numpy(fused)).run(torch.from_numpy(fused)), torch.Tensor)
+    check(ctx.swiglu(torch.from_numpy(fused.copy()).transpose(0, 1).contiguous().transpose(0, 1)), torch.Tensor)
+
+
+def test_swiglu_jax_in_jax_out(ctx, rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/install-deps.sh installs it)")
+    jnp = jax.numpy
+    gate, up, fused, check = swiglu_case(rng)
+    check(ctx.swiglu(jnp.asarray(gate), jnp.asarray(up)), jax.Array)
+    check(ctx.swiglu(jnp.asarray(fused)), jax.Array)
+    plan = ctx.plan_swiglu(jnp.asarray(fused))  # JAX slices are copies: planned on compact halves
+    check(plan.run(jnp.asarray(fused)), jax.Array)
+    b = ctx.swiglu(jnp.asarray(fused).astype(jnp.bfloat16))
+    assert isinstance(b, jax.Array) and b.dtype == jnp.bfloat16
+    want_bf16 = ref.swiglu(fused.astype(ref.bfloat16))
+    ref.assert_close(np.asarray(b), want_bf16, ref.bfloat16, 1, np.abs(want_bf16))

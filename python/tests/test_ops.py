@@ -116,3 +116,86 @@ def test_softmax(ctx, rng, dtype, shape):
 def test_softmax_transposed_input_is_copied(ctx, rng):
     x = ref.random(rng, (64, 16), np.float32).T
     ref.assert_close(ctx.softmax(x), ref.softmax(x), np.float32, 64, ref.softmax(x))
+
+
+SWIGLU_SHAPES = [(1, 1), (1, 7), (4, 64), (3, 5, 33), (2, 3, 4, 17), (5, 100), (2, 1000), (3, 4099)]
+
+
+def swiglu_close(y, gate, up, dtype):
+    """y against the float64 reference: one product per element (terms=1), error relative to it."""
+    want = ref.swiglu(gate, up)
+    ref.assert_close(y, want, dtype, 1, np.abs(want))
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", SWIGLU_SHAPES)
+def test_swiglu(ctx, rng, dtype, shape):
+    gate, up = ref.random(rng, shape, dtype, scale=3.0), ref.random(rng, shape, dtype)
+    gate_before, up_before = gate.copy(), up.copy()
+    y = ctx.swiglu(gate, up)
+    assert type(y) is np.ndarray and y.shape == shape and y.dtype == np.dtype(dtype)
+    swiglu_close(y, gate, up, dtype)
+    assert np.array_equal(gate.view(np.uint8), gate_before.view(np.uint8))
+    assert np.array_equal(up.view(np.uint8), up_before.view(np.uint8))
+    out = np.full(shape, np.nan, dtype)
+    assert ctx.swiglu(gate, up, out=out) is out
+    assert np.array_equal(out.view(np.uint8), y.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", SWIGLU_SHAPES)
+def test_swiglu_fused_gate_up(ctx, rng, dtype, shape):
+    """up=None: gate is one [..., 2n] gate/up output; the same as its two halves given as views
+    (the same problem, bit for bit), and as compact copies of them (close to the reference)."""
+    n = shape[-1]
+    fused = ref.random(rng, shape[:-1] + (2 * n,), dtype, scale=3.0)
+    y = ctx.swiglu(fused)
+    assert type(y) is np.ndarray and y.shape == shape and y.dtype == np.dtype(dtype)
+    swiglu_close(y, fused, None, dtype)
+    gate, up = fused[..., :n], fused[..., n:]
+    assert np.array_equal(ctx.swiglu(gate, up).view(np.uint8), y.view(np.uint8))
+    swiglu_close(ctx.swiglu(np.ascontiguousarray(gate), np.ascontiguousarray(up)), gate, up, dtype)
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+def test_swiglu_wide_gates(ctx, rng, dtype):
+    # Gates far from zero on both sides (silu's tails: e^-g large, and silu(g) = g), all in f32's range.
+    gate = rng.uniform(-60, 60, (8, 257)).astype(dtype)
+    up = ref.random(rng, (8, 257), dtype, scale=10.0)
+    y = ctx.swiglu(gate, up)
+    assert np.all(np.isfinite(ref.f64(y)))
+    swiglu_close(y, gate, up, dtype)
+
+
+def test_swiglu_padded_strided_and_transposed_views(ctx, rng):
+    big = ref.random(rng, (6, 80), np.float32)
+    big_up = ref.random(rng, (6, 80), np.float32)
+    gate, up = big[:, :33], big_up[:, 40:73]  # padded rows, an offset: passed as they are
+    swiglu_close(ctx.swiglu(gate, up), gate, up, np.float32)
+    out_big = np.full((6, 48), np.nan, np.float32)
+    out = out_big[:, 8:41]  # a padded output
+    assert ctx.swiglu(gate, up, out=out) is out
+    swiglu_close(out, gate, up, np.float32)
+    assert np.all(np.isnan(out_big[:, :8])) and np.all(np.isnan(out_big[:, 41:]))  # nothing outside it written
+    gs, us = big[:, ::2], big_up[:, 1::2]  # non-unit last strides: copied
+    swiglu_close(ctx.swiglu(gs, us), gs, us, np.float32)
+    gt = ref.random(rng, (40, 6), np.float32).T  # a transposed view: copied (rows must be contiguous)
+    swiglu_close(ctx.swiglu(gt, us), gt, us, np.float32)
+    # A fused gate with padded rows, N-d, and as a strided view (copied whole).
+    fused_big = ref.random(rng, (2, 3, 50), np.float32)
+    fused = fused_big[..., :42]
+    swiglu_close(ctx.swiglu(fused), fused, None, np.float32)
+    fused_strided = ref.random(rng, (4, 84), np.float32)[:, ::2]
+    swiglu_close(ctx.swiglu(fused_strided), fused_strided, None, np.float32)
+
+
+def test_swiglu_bfloat16_numpy_and_explain(ctx, rng):
+    if ref.bfloat16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    fused = ref.random(rng, (4, 2 * 96), ref.bfloat16)
+    y = ctx.swiglu(fused)
+    assert y.dtype == ref.bfloat16 and y.shape == (4, 96)
+    swiglu_close(y, fused, None, ref.bfloat16)
+    text = ctx.explain("swiglu", fused)
+    assert "swiglu bf16 rows=4 cols=96" in text and "ldgate=192" in text and "ldup=192" in text, text
+    assert "kernel:" in text

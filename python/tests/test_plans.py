@@ -119,6 +119,85 @@ def test_softmax_plan_runs_on_fresh_data(ctx, rng, dtype, shape):
         ref.assert_close(y, want, dtype, shape[-1], want)
 
 
+def swiglu_close(y, gate, up, dtype):
+    want = ref.swiglu(gate, up)
+    ref.assert_close(y, want, dtype, 1, np.abs(want))
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 1), (4, 64), (3, 5, 33), (2, 3, 4, 17), (3, 4099)])
+@pytest.mark.parametrize("fused", [False, True])
+def test_swiglu_plan_runs_on_fresh_data(ctx, rng, dtype, shape, fused):
+    n = shape[-1]
+
+    def operands():  # (gate, up): separate tensors, or one fused [..., 2n] gate and up None
+        if fused:
+            return ref.random(rng, shape[:-1] + (2 * n,), dtype, scale=3.0), None
+        return ref.random(rng, shape, dtype, scale=3.0), ref.random(rng, shape, dtype)
+
+    plan = ctx.plan_swiglu(*operands())
+    assert isinstance(plan, arbiter.Plan) and isinstance(plan, arbiter.SwiGLUPlan) and plan.op == "swiglu"
+    out = np.empty(shape, dtype)
+    for i in range(3):
+        gate, up = operands()
+        y = plan.run(gate, up, out=out if i % 2 else None)  # into out and allocated, alternately
+        assert y.shape == shape and y.dtype == np.dtype(dtype) and (y is out) == bool(i % 2)
+        swiglu_close(y, gate, up, dtype)
+        # The call on the same tensors runs the same problem: the same bits.
+        assert np.array_equal(ctx.swiglu(gate, up).view(np.uint8), y.view(np.uint8))
+
+
+def test_swiglu_plan_of_a_fused_gate_is_made_on_its_halves(ctx, rng):
+    """The library plans gate and up as two tensors and refuses a fused one (up NULL) as
+    unsupported; plan_swiglu(gate) plans its halves as views, the same problem as the call's."""
+    fused = ref.random(rng, (4, 64), np.float32)
+    with pytest.raises(arbiter.UnsupportedError, match="views"):
+        ctx._c.plan_swiglu(fused, None, np.empty((4, 32), np.float32), 0)
+    plan = ctx.plan_swiglu(fused)
+    text = plan.explain()
+    assert re.match(r"plan: runs \S*swiglu\S* ", text), text
+    assert "swiglu f32 rows=4 cols=32 ldgate=64 ldup=64 ldy=32" in text, text
+    assert "ldgate=64 ldup=64" in ctx.explain("swiglu", fused)
+    # Padded fused rows and N-d tensors: the halves keep the whole's row stride.
+    big = ref.random(rng, (2, 3, 80), np.float16)
+    padded = ctx.plan_swiglu(big[..., :64])
+    for _ in range(2):
+        big = ref.random(rng, (2, 3, 80), np.float16)
+        swiglu_close(padded.run(big[..., :64]), big[..., :64], None, np.float16)
+    with pytest.raises(arbiter.InvalidArgumentError, match="strides"):
+        padded.run(ref.random(rng, (2, 3, 64), np.float16))  # compact rows: not the plan's layout
+
+
+def test_swiglu_plan_refusals(ctx, rng):
+    gate, up = f32(4, 16), f32(4, 16)
+    plan = ctx.plan_swiglu(gate, up)
+    with pytest.raises(arbiter.InvalidArgumentError, match="made with up, and none was given"):
+        plan.run(f32(4, 32))
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"up has shape \(4, 8\).*\(4, 16\)"):
+        plan.run(gate, f32(4, 8))
+    with pytest.raises(arbiter.InvalidArgumentError, match="out has shape"):
+        plan.run(gate, up, out=f32(4, 8))
+    with pytest.raises(arbiter.DTypeError, match="up has dtype float16"):
+        plan.run(gate, np.ones((4, 16), np.float16))
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        plan.run(gate, up, out=up)
+    fused = ctx.plan_swiglu(f32(4, 32))
+    with pytest.raises(arbiter.InvalidArgumentError, match="up was given, but the plan was made with one fused"):
+        fused.run(gate, up)
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"gate has shape \(4, 34\).*\(4, 32\)"):
+        fused.run(f32(4, 34))
+    with pytest.raises(arbiter.DTypeError, match="gate has dtype float16"):
+        fused.run(np.ones((4, 32), np.float16))
+    with pytest.raises(TypeError):
+        fused.run("not an array")
+    padded_out = ctx.plan_swiglu(f32(4, 32), out=f32(4, 32)[:, 16:])  # out rows of 16 in rows of 32
+    padded_out.run(f32(4, 32), out=f32(4, 32)[:, 16:])
+    whole = f32(4, 32)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        padded_out.run(whole, out=whole[:, 16:])  # out is the up half
+    assert np.all(whole == 1) and np.all(gate == 1) and np.all(up == 1)
+
+
 def test_one_plan_many_runs(ctx, rng):
     """A decode loop: hundreds of runs of one plan, each on new random data at new addresses,
     each checked (a plan that reused the first run's data or addresses would fail here)."""
@@ -184,6 +263,11 @@ def test_creation_refuses_what_the_call_refuses(ctx):
         (lambda c: c.rmsnorm(f32(4, 8), f32(7)), lambda c: c.plan_rmsnorm(f32(4, 8), f32(7))),
         (lambda c: c.softmax(f32(4, 8), out=f32(4, 9)), lambda c: c.plan_softmax(f32(4, 8), out=f32(4, 9))),
         (lambda c: c.gemm(f32(4, 4), f32(4, 4), act="tanh"), lambda c: c.plan_gemm(f32(4, 4), f32(4, 4), act="tanh")),
+        (lambda c: c.swiglu(f32(4, 8), f32(4, 9)), lambda c: c.plan_swiglu(f32(4, 8), f32(4, 9))),
+        (lambda c: c.swiglu(f32(4, 9)), lambda c: c.plan_swiglu(f32(4, 9))),  # odd: not split, the library's error
+        (lambda c: c.swiglu(f32(4, 8), out=f32(4, 8)), lambda c: c.plan_swiglu(f32(4, 8), out=f32(4, 8))),
+        (lambda c: c.swiglu(f32(4, 8), np.ones((4, 8), np.float64)),
+         lambda c: c.plan_swiglu(f32(4, 8), np.ones((4, 8), np.float64))),
     ]
     for call, plan in cases:
         with pytest.raises(arbiter.Error) as by_call:
@@ -334,7 +418,7 @@ def test_run_after_plan_close_is_refused():
 def test_run_after_context_close_is_refused():
     context = arbiter.Context()
     plans = [context.plan_softmax(f32(2, 8)), context.plan_gemm(f32(2, 2), f32(2, 2)),
-             context.plan_rmsnorm(f32(2, 8), f32(8))]
+             context.plan_rmsnorm(f32(2, 8), f32(8)), context.plan_swiglu(f32(2, 16))]
     context.close()
     for plan in plans:
         with pytest.raises(arbiter.InvalidArgumentError, match="context is closed"):

@@ -25,13 +25,17 @@ def test_explain_a_problem_and_a_call(ctx):
     x = np.ones((4, 128), np.float16)
     assert "rmsnorm" in ctx.explain("rmsnorm", x, np.ones(128, np.float16), eps=1e-5)
     assert "softmax" in ctx.explain("softmax", x)
+    fused = np.ones((4, 256), np.float32)
+    assert ctx.explain("swiglu", x, x).splitlines()[1] == ctx.explain("swiglu f16 rows=4 cols=128").splitlines()[1]
+    assert ctx.explain("swiglu", fused).splitlines()[1] == ctx.explain("swiglu f32 rows=4 cols=128 fused=1").splitlines()[1]
 
 
 def test_plugins(ctx):
     plugins = ctx.plugins()
     by_name = {p.name: p for p in plugins}
     assert by_name["cpu"].status == "loaded" and by_name["cpu"].kernels
-    assert all(k.op in ("gemm", "rmsnorm", "softmax") for p in plugins for k in p.kernels)
+    assert all(k.op in ("gemm", "rmsnorm", "softmax", "swiglu") for p in plugins for k in p.kernels)
+    assert {k.op for k in by_name["cpu"].kernels} == {"gemm", "rmsnorm", "softmax", "swiglu"}
     assert all(p.reason for p in plugins if p.status != "loaded")  # every refusal says why
     assert any(p.trust == "oracle" for p in plugins)
     json.loads(json.dumps([p.to_dict() for p in plugins]))
@@ -118,3 +122,4 @@ def test_the_example_script_runs():
                             timeout=600)
     assert result.returncode == 0, result.stderr
     assert "gemm: max |error|" in result.stdout and "tuning table entry" in result.stdout
+    assert "swiglu: max relative error" in result.stdout

@@ -15,6 +15,9 @@ def test_threads_share_one_context(ctx):
             ref.assert_close(ctx.gemm(a, b), ref.gemm(a, b), np.float32, k, np.abs(a) @ np.abs(b))
             x = ref.random(rng, (m, 64), np.float32)
             ref.assert_close(ctx.softmax(x), ref.softmax(x), np.float32, 64, ref.softmax(x))
+            fused = ref.random(rng, (m, 2 * n), np.float32)
+            want = ref.swiglu(fused)
+            ref.assert_close(ctx.swiglu(fused), want, np.float32, 1, np.abs(want))
 
     run_in_threads(worker, 8)
 
@@ -23,3 +26,10 @@ def test_gil_is_released_during_a_call(ctx):
     a = np.ones((384, 384), np.float32)
     ctx.gemm(a, a)  # selection and first-call checks out of the way
     assert_releases_gil(lambda: ctx.gemm(a, a))
+
+
+def test_gil_is_released_during_a_swiglu(ctx):
+    gate = np.ones((512, 2 * 8192), np.float32)  # 48 MiB moved: milliseconds
+    out = np.empty((512, 8192), np.float32)
+    ctx.swiglu(gate, out=out)
+    assert_releases_gil(lambda: ctx.swiglu(gate, out=out))

@@ -20,6 +20,24 @@ def test_ops_match_numpy():
     np.testing.assert_allclose(torch.ops.arbiter.softmax(x).numpy(), ref.softmax(x.numpy()), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(6, 128), (3, 5, 33)])
+def test_swiglu_matches_numpy(dtype, shape):
+    torch.manual_seed(2)
+    np_dtype = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: ref.bfloat16}[dtype]
+    if np_dtype is None:
+        pytest.skip("ml_dtypes is not installed")
+    gate, up = (3 * torch.randn(shape)).to(dtype), torch.randn(shape).to(dtype)
+    y = torch.ops.arbiter.swiglu(gate, up)
+    assert y.dtype == dtype and y.shape == shape
+    want = ref.swiglu(gate.float().numpy(), up.float().numpy())
+    ref.assert_close(y.float().numpy(), want, np_dtype, 1, np.abs(want))
+    fused = torch.cat([gate, up], dim=-1)  # one gate/up GEMM's output: [..., 2n]
+    assert torch.equal(torch.ops.arbiter.swiglu(fused), torch.ops.arbiter.swiglu(fused[..., :shape[-1]],
+                                                                                  fused[..., shape[-1]:]))
+    ref.assert_close(torch.ops.arbiter.swiglu(fused).float().numpy(), want, np_dtype, 1, np.abs(want))
+
+
 def test_rmsnorm_residual_updates_x_in_place():
     x, residual, w = torch.randn(4, 64), torch.randn(4, 64), torch.randn(64)
     want_x = (x + residual).numpy()
@@ -32,11 +50,13 @@ def test_rmsnorm_residual_updates_x_in_place():
 def test_fake_implementations_trace_under_torch_compile():
     def block(x, w1, w2, norm):
         h = torch.ops.arbiter.rmsnorm(x, norm, 1e-6)
-        h = torch.ops.arbiter.gemm(h, w1, None, None, 1.0, 0.0, "silu")
+        h = torch.ops.arbiter.gemm(h, w1, None, None, 1.0, 0.0, "none")  # fused gate/up: [8, 2 * 32]
+        h = torch.ops.arbiter.swiglu(h)
+        h = torch.ops.arbiter.swiglu(h, torch.ops.arbiter.gemm(x, w1[:, :32], None, None, 1.0, 0.0, "none"))
         return torch.ops.arbiter.softmax(torch.ops.arbiter.gemm(h, w2, None, None, 1.0, 0.0, "none"))
 
     torch.manual_seed(1)
-    x, w1, w2, norm = torch.randn(8, 32), torch.randn(32, 64), torch.randn(64, 16), torch.randn(32)
+    x, w1, w2, norm = torch.randn(8, 32), torch.randn(32, 64), torch.randn(32, 16), torch.randn(32)
     eager = block(x, w1, w2, norm)
     compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
     np.testing.assert_allclose(compiled(x, w1, w2, norm).numpy(), eager.numpy(), rtol=1e-6, atol=1e-6)
@@ -46,6 +66,8 @@ def test_fake_implementations_trace_under_torch_compile():
     with FakeTensorMode():
         fake = torch.ops.arbiter.gemm(torch.empty(5, 7), torch.empty(7, 3), None, None, 1.0, 0.0, "none")
         assert fake.shape == (5, 3)
+        assert torch.ops.arbiter.swiglu(torch.empty(2, 3, 10)).shape == (2, 3, 5)
+        assert torch.ops.arbiter.swiglu(torch.empty(2, 3, 10), torch.empty(2, 3, 10)).shape == (2, 3, 10)
 
 
 def test_opcheck():
@@ -53,6 +75,8 @@ def test_opcheck():
     a, b = torch.randn(8, 4), torch.randn(4, 6)
     torch.library.opcheck(torch.ops.arbiter.gemm.default, (a, b, None, None, 1.0, 0.0, "none"))
     torch.library.opcheck(torch.ops.arbiter.softmax.default, (torch.randn(3, 10),))
+    torch.library.opcheck(torch.ops.arbiter.swiglu.default, (torch.randn(3, 10), torch.randn(3, 10)))
+    torch.library.opcheck(torch.ops.arbiter.swiglu.default, (torch.randn(2, 3, 10),))
 
 
 def test_tensors_that_require_grad_are_accepted():
