@@ -64,12 +64,7 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
     }
   }
   // A run starts from the plan's scalars with every address NULL (start_operands), then binds
-  // the used slots' addresses: the op's operands must hold no other address. The addresses
-  // appended after the scalars (swiglu's gate and up, plugin ABI 1.1) are NULL in the plan's
-  // operands too, so that start_operands copies only scalars past kScalarsAt.
-  static_assert(sizeof(arb_operands) == offsetof(arb_operands, up) + sizeof(void*),
-                "arb_operands grew: set its new addresses to NULL here");
-  operands_.gate = operands_.up = nullptr;
+  // the used slots' addresses: the op's operands must hold no other address.
   arb_operands started;
   start_operands(started);
   for (int k = 0; k < used_count_; ++k)

@@ -53,15 +53,18 @@ class Plan {
 
   // A run's arb_operands before bind() stores the addresses: the plan's, whose address fields
   // are NULL but for the ones bind() overwrites, so those are written as zeros (stores of a
-  // register no load feeds) and the rest, the scalars from alpha on, copied.
+  // register no load feeds) and only the scalars (alpha to reserved) copied; the addresses
+  // appended after them (swiglu's gate and up, plugin ABI 1.1) are zeroed too.
   static constexpr size_t kScalarsAt = offsetof(arb_operands, alpha);
-  static_assert(kScalarsAt % 16 == 0 && (sizeof(arb_operands) - kScalarsAt) % 16 == 0,
-                "arb_operands grew: keep the zeroed and copied parts in 16-byte pieces or copy it whole");
+  static constexpr size_t kScalarsEnd = offsetof(arb_operands, gate);
+  static_assert(kScalarsAt % 16 == 0 && kScalarsEnd - kScalarsAt == 16 && (sizeof(arb_operands) - kScalarsEnd) % 16 == 0,
+                "arb_operands grew: keep the zeroed and copied parts in 16-byte pieces");
   ARBITER_HOT_INLINE void start_operands(arb_operands& operands) const {
     std::memset(&operands, 0, kScalarsAt);
     operands.struct_size = sizeof operands;  // as build_call sets it (the constructor checks)
     std::memcpy(reinterpret_cast<char*>(&operands) + kScalarsAt, reinterpret_cast<const char*>(&operands_) + kScalarsAt,
-                sizeof(arb_operands) - kScalarsAt);
+                kScalarsEnd - kScalarsAt);
+    std::memset(reinterpret_cast<char*>(&operands) + kScalarsEnd, 0, sizeof(arb_operands) - kScalarsEnd);
   }
   static_assert(ARB_PLAN_MAX_TENSORS == kSlots, "arb_plan_operands grew: read the new slots by struct_size");
 
