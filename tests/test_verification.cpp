@@ -54,6 +54,34 @@ TEST_CASE("the gate rejects every cheater, for the right reason") {
         std::string::npos);
 }
 
+// A new op's gallery: the layouts and the numerics a swiglu kernel is tempted to assume, on a
+// problem where none of them shows (separate gate and up of equal strides, 64 columns).
+TEST_CASE("the gate rejects the swiglu cheaters, for the right reason") {
+  std::vector<std::string> files = test::shipped_plugins();
+  files.push_back(test::fixture_file("swiglu_cheats"));
+  const auto context = test::make_context(test::config_loading(files));
+  const char* problem = "swiglu f32 rows=4 cols=64";
+  const std::map<std::string, std::set<std::string>> expected = {
+      {"assumes_fused", {"accuracy"}},
+      {"shared_stride", {"accuracy"}},
+      {"naive_sigmoid", {"unwritten_output", "accuracy"}},  // its NaN reads as the poison left
+      {"vector_only", {"unwritten_output", "accuracy"}},
+  };
+  for (const auto& [name, checks] : expected) {
+    CAPTURE(name);
+    const Verdict v = verdict_of(*context, "swiglu_cheats." + name, problem);
+    CAPTURE(v.detail);
+    CHECK_FALSE(v.passed);
+    CHECK(as_set(v.failed_checks) == checks);
+  }
+  for (const char* honest : {"cpu.swiglu", "cpu.swiglu_avx512"}) {
+    if (context->registry().find(honest) == nullptr) continue;
+    const Verdict v = verdict_of(*context, honest, problem);
+    CAPTURE(v.detail);
+    CHECK(v.passed);
+  }
+}
+
 TEST_CASE("honest kernels pass, verdicts are kept per kernel and problem class") {
   const auto context = with_cheaters();
   for (const char* name : {"cpu.softmax", "speeds.fast", "speeds.slow"}) {
