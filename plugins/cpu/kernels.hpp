@@ -25,5 +25,6 @@ void rmsnorm(const arb_problem& problem, const arb_operands& operands);
 void softmax(const arb_problem& problem, const arb_operands& operands);
 void swiglu(const arb_problem& problem, const arb_operands& operands);
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
+void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 
 }  // namespace arbiter::cpu
