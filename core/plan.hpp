@@ -54,11 +54,12 @@ class Plan {
   // A run's arb_operands before bind() stores the addresses: the plan's, whose address fields
   // are NULL but for the ones bind() overwrites, so those are written as zeros (stores of a
   // register no load feeds) and only the scalars (alpha to reserved) copied; the addresses
-  // appended after them (swiglu's gate and up, plugin ABI 1.1) are zeroed too.
+  // appended after them (swiglu's gate and up, plugin ABI 1.1; rope's positions, 1.2) are
+  // zeroed too.
   static constexpr size_t kScalarsAt = offsetof(arb_operands, alpha);
   static constexpr size_t kScalarsEnd = offsetof(arb_operands, gate);
-  static_assert(kScalarsAt % 16 == 0 && kScalarsEnd - kScalarsAt == 16 && (sizeof(arb_operands) - kScalarsEnd) % 16 == 0,
-                "arb_operands grew: keep the zeroed and copied parts in 16-byte pieces");
+  static_assert(kScalarsAt % 16 == 0 && kScalarsEnd - kScalarsAt == 16 && (sizeof(arb_operands) - kScalarsEnd) % 8 == 0,
+                "arb_operands grew: keep the zeroed and copied parts in 16-byte pieces (the tail in 8-byte ones)");
   ARBITER_HOT_INLINE void start_operands(arb_operands& operands) const {
     std::memset(&operands, 0, kScalarsAt);
     operands.struct_size = sizeof operands;  // as build_call sets it (the constructor checks)

@@ -128,7 +128,13 @@ static_assert(offsetof(arb_problem, has_residual) == 160);
 static_assert(offsetof(arb_problem, reserved) == 164);
 static_assert(offsetof(arb_problem, ld_gate) == 168);  // since 1.1 of the plugin ABI: swiglu
 static_assert(offsetof(arb_problem, ld_up) == 176);
-static_assert(sizeof(arb_problem) == 184);
+static_assert(offsetof(arb_problem, heads) == 184);  // since 1.2 of the plugin ABI: rope
+static_assert(offsetof(arb_problem, ld_head) == 192);
+static_assert(offsetof(arb_problem, max_position) == 200);
+static_assert(offsetof(arb_problem, rope_theta) == 208);
+static_assert(offsetof(arb_problem, rope_layout) == 216);
+static_assert(offsetof(arb_problem, reserved_rope) == 220);
+static_assert(sizeof(arb_problem) == 224);
 // arb_operands
 static_assert(offsetof(arb_operands, struct_size) == 0);
 static_assert(offsetof(arb_operands, a) == 8);
@@ -146,7 +152,8 @@ static_assert(offsetof(arb_operands, eps) == 88);
 static_assert(offsetof(arb_operands, reserved) == 92);
 static_assert(offsetof(arb_operands, gate) == 96);  // since 1.1 of the plugin ABI: swiglu
 static_assert(offsetof(arb_operands, up) == 104);
-static_assert(sizeof(arb_operands) == 112);
+static_assert(offsetof(arb_operands, positions) == 112);  // since 1.2 of the plugin ABI: rope
+static_assert(sizeof(arb_operands) == 120);
 // arb_kernel
 static_assert(offsetof(arb_kernel, struct_size) == 0);
 static_assert(offsetof(arb_kernel, name) == 8);
@@ -202,6 +209,11 @@ static_assert(ARB_PLAN_OPERANDS_STRUCT_SIZE == 48);   // added in 1.3: the size 
 static_assert(ARB_SWIGLU_ARGS_STRUCT_SIZE == 32);     // added in 1.4: the size of its first version
 static_assert(offsetof(arb_swiglu_args, gate) == 8 && offsetof(arb_swiglu_args, up) == 16 &&
               offsetof(arb_swiglu_args, y) == 24 && sizeof(arb_swiglu_args) == 32);
+static_assert(ARB_ROPE_ARGS_STRUCT_SIZE == 48);  // added in 1.5: the size of its first version
+static_assert(offsetof(arb_rope_args, x) == 8 && offsetof(arb_rope_args, positions) == 16 &&
+              offsetof(arb_rope_args, theta) == 24 && offsetof(arb_rope_args, max_position) == 32 &&
+              offsetof(arb_rope_args, layout) == 40 && offsetof(arb_rope_args, reserved) == 44 &&
+              sizeof(arb_rope_args) == 48);
 static_assert(ARB_PROBLEM_STRUCT_SIZE == 168);
 static_assert(ARB_OPERANDS_STRUCT_SIZE == 96);
 static_assert(ARB_KERNEL_STRUCT_SIZE == 72);
@@ -245,7 +257,8 @@ static_assert(ARB_OK == 0 && ARB_ERR_INVALID_ARGUMENT == 1 && ARB_ERR_UNSUPPORTE
               ARB_ERR_PLUGIN == 4 && ARB_ERR_KERNEL == 5 && ARB_ERR_OUT_OF_MEMORY == 6 && ARB_ERR_VERSION == 7 &&
               ARB_ERR_BUFFER_TOO_SMALL == 8 && ARB_ERR_INTERNAL == 9 && ARB_ERR_TABLE == 10);
 static_assert(ARB_DTYPE_F32 == 1 && ARB_DTYPE_F16 == 2 && ARB_DTYPE_BF16 == 3);
-static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3 && ARB_OP_SWIGLU == 4);
+static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3 && ARB_OP_SWIGLU == 4 && ARB_OP_ROPE == 5);
+static_assert(ARB_ROPE_SPLIT_HALF == 0 && ARB_ROPE_INTERLEAVED == 1);
 static_assert(ARB_ACT_NONE == 0 && ARB_ACT_RELU == 1 && ARB_ACT_GELU_TANH == 2 && ARB_ACT_GELU_ERF == 3 &&
               ARB_ACT_SILU == 4);
 static_assert(ARB_PROVENANCE_REFERENCE == 1 && ARB_PROVENANCE_VENDOR == 2 && ARB_PROVENANCE_HAND_TUNED == 3 &&
@@ -254,9 +267,9 @@ static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 =
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);
-  CHECK(ARB_ABI_VERSION_MINOR == 4);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu
+  CHECK(ARB_ABI_VERSION_MINOR == 5);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope
   CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
-  CHECK(ARB_PLUGIN_ABI_MINOR == 1);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up
+  CHECK(ARB_PLUGIN_ABI_MINOR == 2);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions
   CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));
 }
 

@@ -530,3 +530,105 @@ TEST_CASE("introspection: indices and info structs are checked") {
   CHECK_STATUS(arb_kernel_get_info(pc.ctx, 0, 1000, &kernel), ARB_ERR_INVALID_ARGUMENT, "kernel index 1000 out of range");
   CHECK_STATUS(arb_plugin_count(nullptr, &count), ARB_ERR_INVALID_ARGUMENT, "context is NULL");
 }
+
+TEST_CASE("arb_rope: in place on [tokens, heads, head_dim], positions checked on the CPU") {
+  PublicContext pc;
+  // Two tokens of three heads of four elements, head stride 5 (one element of gap), as the K
+  // columns of a fused output would have; positions 3 and 0.
+  std::vector<float> x(2 * 15);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i) - 1.0f;
+  const std::vector<float> before = x;
+  std::vector<int32_t> pos = {3, 0};
+  Tensor xt(x.data(), {2, 3, 4}, DLDataType{kDLFloat, 32, 1}, {15, 5, 1});
+  Tensor pt(pos.data(), {2}, DLDataType{kDLInt, 32, 1});
+  arb_rope_args a = ARB_ROPE_ARGS_INIT;
+  a.x = &xt.t;
+  a.positions = &pt.t;
+  a.theta = 100.0;
+  a.max_position = 16;
+  REQUIRE(arb_rope(pc.ctx, &a, nullptr) == ARB_OK);
+  for (int h = 0; h < 3; ++h)
+    for (int i = 0; i < 2; ++i) {
+      const double angle = 3.0 * (i == 0 ? 1.0 : 0.1);
+      const int first = h * 5 + i, second = first + 2;
+      CHECK(x[first] == doctest::Approx(before[first] * std::cos(angle) - before[second] * std::sin(angle)).epsilon(1e-5));
+      CHECK(x[second] == doctest::Approx(before[second] * std::cos(angle) + before[first] * std::sin(angle)).epsilon(1e-5));
+      CHECK(x[15 + first] == before[15 + first]);  // position 0: unturned
+    }
+  CHECK(x[4] == before[4]);  // the gap between heads
+
+  CHECK_STATUS(arb_rope(pc.ctx, nullptr, nullptr), ARB_ERR_INVALID_ARGUMENT, "arb_rope: args is NULL");
+  arb_rope_args bad = a;
+  bad.struct_size = 40;
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "struct_size = 40 is below the minimum 48");
+  bad = a;
+  bad.positions = nullptr;
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "positions is NULL");
+  {
+    Tensor flat(x.data(), {2, 12});
+    bad = a;
+    bad.x = &flat.t;
+    CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "x must be [..., heads, head_dim]");
+  }
+  {
+    Tensor odd(x.data(), {2, 3, 3}, DLDataType{kDLFloat, 32, 1}, {15, 5, 1});
+    bad = a;
+    bad.x = &odd.t;
+    CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "must be even");
+  }
+  {
+    Tensor overlapping_heads(x.data(), {2, 3, 4}, DLDataType{kDLFloat, 32, 1}, {15, 3, 1});
+    bad = a;
+    bad.x = &overlapping_heads.t;
+    CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "head stride 3 is below head_dim 4");
+  }
+  {
+    Tensor as_float(pos.data(), {2});
+    bad = a;
+    bad.positions = &as_float.t;
+    CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "positions must be int32");
+  }
+  {
+    Tensor short_positions(pos.data(), {1}, DLDataType{kDLInt, 32, 1});
+    bad = a;
+    bad.positions = &short_positions.t;
+    CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "positions must have x's leading shape");
+  }
+  {
+    // positions inside x's memory
+    Tensor inside(x.data() + 4, {2}, DLDataType{kDLInt, 32, 1});
+    bad = a;
+    bad.positions = &inside.t;
+    CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "x overlaps positions in memory");
+  }
+  bad = a;
+  bad.max_position = 3;  // position 3 is outside [0, 3)
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "positions[0] = 3 is outside [0, max_position = 3)");
+  bad = a;
+  bad.max_position = 0;
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "max_position = 0 must be from 1");
+  bad = a;
+  bad.theta = 1.0;
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "theta = 1 must be a finite number above 1");
+  bad = a;
+  bad.theta = NAN;
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "must be a finite number above 1");
+  bad = a;
+  bad.layout = 7;
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "layout 7 is neither");
+  bad = a;
+  bad.reserved = 1;
+  CHECK_STATUS(arb_rope(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "reserved must be 0");
+  {
+    int stream_marker = 0;
+    CHECK_STATUS(arb_rope(pc.ctx, &a, &stream_marker), ARB_ERR_INVALID_ARGUMENT, "stream must be NULL");
+  }
+  {
+    // A refused call touched nothing: positions 3 with max_position 3 again, on fresh data.
+    const std::vector<float> now = x;
+    bad = a;
+    bad.max_position = 3;
+    CHECK(arb_rope(pc.ctx, &bad, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+    CHECK(x == now);
+  }
+}

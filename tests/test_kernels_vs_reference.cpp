@@ -211,6 +211,26 @@ TEST_CASE("cpu.swiglu_avx512 matches the reference: separate and fused gate/up, 
   check_swiglu_kernel("cpu.swiglu_avx512");
 }
 
+// Both layouts, every dtype, packed and padded heads and tokens, vector tails (pairs not a
+// multiple of 8, a single pair, more pairs than one block of 64).
+TEST_CASE("cpu.rope matches the reference: both layouts, every dtype, padded heads and tokens") {
+  struct RopeShape {
+    int64_t tokens, heads, dim;
+  };
+  const std::vector<RopeShape> shapes = {{1, 1, 2},  {1, 32, 128}, {3, 5, 6},   {2, 3, 18},
+                                         {4, 8, 64}, {5, 2, 34},   {1, 1, 1022}, {7, 4, 130}};
+  uint64_t index = 0;
+  for (const char* dtype : {"f32", "f16", "bf16"})
+    for (const char* layout : {"half", "interleaved"})
+      for (const RopeShape& s : shapes)
+        for (int padded = 0; padded < 2; ++padded, ++index) {
+          std::string text = fmt::format("rope {} tokens={} heads={} dim={} layout={} theta={} maxpos=32768", dtype,
+                                         s.tokens, s.heads, s.dim, layout, index % 3 ? 500000 : 10000);
+          if (padded) text += fmt::format(" ldhead={} ldtoken={}", s.dim + 3, s.heads * (s.dim + 3) + 5);
+          check_against_reference("cpu.rope", text, 3000 + index);
+        }
+}
+
 // silu(g) for gates where e^-g overflows f32: the limit, not inf / inf.
 TEST_CASE("swiglu is stable for gates far from zero") {
   Context& context = shared_context();
@@ -334,6 +354,32 @@ TEST_CASE("the reference plugin matches a naive computation") {
         const double want = g / (1.0 + std::exp(-g)) * inputs.element(*inputs.find("up"), r, c);
         CHECK(buffers.element(*buffers.find("y"), r, c) == doctest::Approx(want).epsilon(1e-6));
       }
+  }
+  SUBCASE("rope") {
+    // Pairs turned by position * theta^(-2i / dim), written out for dim 4: pairs (0, 2) and
+    // (1, 3) split-half, (0, 1) and (2, 3) interleaved.
+    for (const bool interleaved : {false, true}) {
+      CAPTURE(interleaved);
+      const ParsedProblem parsed = parse_problem(fmt::format(
+          "rope f32 tokens=2 heads=2 dim=4 theta=100 ldhead=5 layout={}", interleaved ? "interleaved" : "half"));
+      ProblemBuffers buffers(parsed.problem, 1, 0, 0);
+      buffers.randomize(13);
+      const ProblemBuffers inputs = buffers;
+      const auto* positions = static_cast<const int32_t*>(inputs.operands().positions);
+      context.run_kernel(*context.registry().find("reference.rope"), parsed.problem, buffers.operands(), nullptr);
+      const auto& x_in = *inputs.find("x");
+      const auto& x_out = *buffers.find("x");
+      for (int64_t t = 0; t < 2; ++t)
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t i = 0; i < 2; ++i) {
+            const double angle = positions[t] * (i == 0 ? 1.0 : 0.1);  // 100^(-2i/4)
+            const int64_t a = h * 5 + (interleaved ? 2 * i : i), b = h * 5 + (interleaved ? 2 * i + 1 : i + 2);
+            const double x1 = inputs.element(x_in, t, a), x2 = inputs.element(x_in, t, b);
+            CHECK(buffers.element(x_out, t, a) == doctest::Approx(x1 * std::cos(angle) - x2 * std::sin(angle)).epsilon(1e-6));
+            CHECK(buffers.element(x_out, t, b) == doctest::Approx(x2 * std::cos(angle) + x1 * std::sin(angle)).epsilon(1e-6));
+          }
+      CHECK(buffers.element(x_out, 0, 4) == inputs.element(x_in, 0, 4));  // the gap between heads is left alone
+    }
   }
   SUBCASE("softmax") {
     const ParsedProblem parsed = parse_problem("softmax f32 rows=2 cols=4 ldy=9");

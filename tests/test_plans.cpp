@@ -384,3 +384,33 @@ TEST_CASE("plans: a kernel quarantined by a shadow check is replaced in the plan
   }
   arb_context_destroy(ctx);
 }
+
+TEST_CASE("plans: rope in place, positions checked against x") {
+  PublicContext context;
+  const int64_t tokens = 3, heads = 4, dim = 16;
+  Floats x = random_floats(tokens * heads * dim, 21), x2 = x;
+  std::vector<int32_t> pos = {5, 0, 4000}, pos2 = {7, 7, 1};
+  Tensor tx(x.data(), {tokens, heads, dim}), tp(pos.data(), {tokens}, DLDataType{kDLInt, 32, 1});
+  arb_rope_args args = ARB_ROPE_ARGS_INIT;
+  args.x = &tx.t;
+  args.positions = &tp.t;
+  args.layout = ARB_ROPE_INTERLEAVED;
+  Plan plan(context.ctx, ARB_OP_ROPE, &args);
+  // A run on other memory and other positions equals the call on them.
+  arb_plan_operands o = ARB_PLAN_OPERANDS_INIT;
+  o.tensors[0] = x2.data();
+  o.tensors[1] = pos2.data();
+  REQUIRE(arb_plan_run(plan.plan, &o, nullptr) == ARB_OK);
+  Tensor tp2(pos2.data(), {tokens}, DLDataType{kDLInt, 32, 1});
+  args.positions = &tp2.t;
+  REQUIRE(arb_rope(context.ctx, &args, nullptr) == ARB_OK);
+  CHECK(std::memcmp(x.data(), x2.data(), x.size() * sizeof(float)) == 0);
+  // The positions inside x, which the run writes: refused before anything is touched.
+  const Floats kept = x2;
+  o.tensors[1] = x2.data() + 8;
+  CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(arb_last_error()).find("overlaps") != std::string::npos);
+  CHECK(x2 == kept);
+  o.tensors[1] = nullptr;
+  CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+}

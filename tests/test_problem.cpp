@@ -46,7 +46,9 @@ TEST_CASE("problem keys round-trip through the parser") {
                            "rmsnorm f16 rows=32 cols=4096 residual=1 ldr=5000",
                            "rmsnorm f32 rows=1 cols=7", "softmax f32 rows=64 cols=32000 ldy=32008",
                            "softmax f32 rows=1 cols=8 device=cuda:1", "swiglu bf16 rows=4 cols=14336 fused=1",
-                           "swiglu f16 rows=3 cols=7 ldgate=9 ldup=8 ldy=10"}) {
+                           "swiglu f16 rows=3 cols=7 ldgate=9 ldup=8 ldy=10",
+                           "rope bf16 tokens=16 heads=32 dim=128", "rope f32 tokens=1 heads=8 dim=64 layout=interleaved "
+                           "theta=10000.5 maxpos=131072 ldhead=80 ldtoken=1000"}) {
     CAPTURE(text);
     const arb_problem p = parse_problem(text).problem;
     const std::string key = problem_key(p);
@@ -101,6 +103,17 @@ TEST_CASE("parse errors name the offending word") {
   CHECK(message("swiglu f32 rows=2 cols=8 ldup=7").find("ldup = 7 is below") != std::string::npos);
   CHECK(message("swiglu f32 rows=2 cols=8 ldx=8").find("unknown field 'ldx'") != std::string::npos);
   CHECK(message("swiglu f32 rows=2").find("cols") != std::string::npos);
+  CHECK(problem_key(parse_problem("rope f16 tokens=2 heads=4 dim=8").problem) ==
+        "rope f16 tokens=2 heads=4 dim=8 layout=half theta=500000 maxpos=8192 ldhead=8 ldtoken=32 align=16 device=cpu");
+  CHECK(message("rope f32 tokens=2 heads=4 dim=7").find("dim = 7 must be even") != std::string::npos);
+  CHECK(message("rope f32 tokens=2 heads=4 dim=8 ldhead=6").find("ldhead = 6 is below") != std::string::npos);
+  CHECK(message("rope f32 tokens=2 heads=4 dim=8 ldtoken=30").find("ldtoken = 30 is below the row length 32") !=
+        std::string::npos);
+  CHECK(message("rope f32 tokens=2 heads=4 dim=8 layout=neox").find("expected half or interleaved") != std::string::npos);
+  CHECK(message("rope f32 tokens=2 heads=4 dim=8 theta=0.5").find("theta = 0.5 must be") != std::string::npos);
+  CHECK(message("rope f32 tokens=2 heads=4 dim=8 maxpos=0").find("max_position = 0") != std::string::npos);
+  CHECK(message("rope f32 tokens=2 heads=4 dim=8 maxpos=16777217").find("max_position = 16777217") != std::string::npos);
+  CHECK(message("rope f32 tokens=2 heads=4611686018427387904 dim=8").find("overflow") != std::string::npos);
 }
 
 TEST_CASE("the work of a problem: flops and the bytes every kernel must move") {
@@ -116,6 +129,8 @@ TEST_CASE("the work of a problem: flops and the bytes every kernel must move") {
   CHECK(bytes_moved(problem("rmsnorm f32 rows=4 cols=1000 residual=1")) == 4.0 * (4 * 4000 + 1000));
   CHECK(flop_count(problem("swiglu bf16 rows=4 cols=1000")) == 0);
   CHECK(bytes_moved(problem("swiglu bf16 rows=4 cols=1000 fused=1")) == 2.0 * 3 * 4000);
+  CHECK(flop_count(problem("rope bf16 tokens=4 heads=8 dim=128")) == 0);
+  CHECK(bytes_moved(problem("rope bf16 tokens=4 heads=8 dim=128 ldhead=200")) == 2.0 * 2 * 4 * 8 * 128 + 4 * 4);
 }
 
 TEST_CASE("swiglu's fused shorthand is the two halves of one [rows, 2 cols] output") {

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -81,6 +82,29 @@ TEST_CASE("the gate rejects the swiglu cheaters, for the right reason") {
   for (const char* honest : {"cpu.swiglu", "cpu.swiglu_avx512"}) {
     if (context->registry().find(honest) == nullptr) continue;
     const Verdict v = verdict_of(*context, honest, problem);
+    CAPTURE(v.detail);
+    CHECK(v.passed);
+  }
+}
+
+TEST_CASE("the gate rejects the rope cheaters, for the right reason") {
+  std::vector<std::string> files = test::shipped_plugins();
+  files.push_back(test::fixture_file("rope_cheats"));
+  const auto context = test::make_context(test::config_loading(files));
+  // Interleaved pairs, positions up to 65536: each cheat shows on some draw or stride.
+  const char* problem = "rope f32 tokens=4 heads=4 dim=64 layout=interleaved maxpos=65536";
+  for (const char* name : {"token_index", "small_table", "packed_heads", "ignores_layout"}) {
+    CAPTURE(name);
+    const Verdict v = verdict_of(*context, std::string("rope_cheats.") + name, problem);
+    CAPTURE(v.detail);
+    CHECK_FALSE(v.passed);
+    CHECK(std::count(v.failed_checks.begin(), v.failed_checks.end(), "accuracy") == 1);
+  }
+  // The honest kernel passes the same problem, and the split-half one, at the tolerance f32
+  // angles need at these positions.
+  for (const char* honest : {problem, "rope f32 tokens=4 heads=4 dim=64 maxpos=65536"}) {
+    CAPTURE(honest);
+    const Verdict v = verdict_of(*context, "cpu.rope", honest);
     CAPTURE(v.detail);
     CHECK(v.passed);
   }

@@ -82,6 +82,7 @@ const arbiter::Op& op_of(const arb_gemm_args*) { return arbiter::gemm_op(); }
 const arbiter::Op& op_of(const arb_rmsnorm_args*) { return arbiter::rmsnorm_op(); }
 const arbiter::Op& op_of(const arb_softmax_args*) { return arbiter::softmax_op(); }
 const arbiter::Op& op_of(const arb_swiglu_args*) { return arbiter::swiglu_op(); }
+const arbiter::Op& op_of(const arb_rope_args*) { return arbiter::rope_op(); }
 
 // A call of an op, the hot path of arb_gemm, arb_rmsnorm and arb_softmax: the common case
 // (every tensor row-major, of one known dtype, sizes up to 2^30) built inline, its problem
@@ -214,6 +215,11 @@ ARB_API arb_status arb_context_destroy(arb_context context) {
 
 [[gnu::flatten]] ARB_API arb_status arb_swiglu(arb_context context, const arb_swiglu_args* args, void* stream) {
   return run_call(context, args, stream);
+}
+
+// No fast path: rope's checks read the positions on the CPU, and its cost is in the kernel.
+ARB_API arb_status arb_rope(arb_context context, const arb_rope_args* args, void* stream) {
+  return run_op(context, op_of(args), args, stream);
 }
 
 ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args, char* buffer, size_t capacity,

@@ -25,19 +25,19 @@ ProblemBuffers::ProblemBuffers(const arb_problem& p, float alpha, float beta, fl
   operands_.reserve(6);
   const Op* op = find_op(p.op);
   if (op == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "ProblemBuffers: unknown op");
-  for (const OperandLayout& o : op->operands(p)) add(o.name, o.input, o.output, o.rows, o.cols, o.ld);
+  for (const OperandLayout& o : op->operands(p)) add(o);
 }
 
-ProblemBuffers::Operand& ProblemBuffers::add(std::string name, bool input, bool output, int64_t rows, int64_t cols,
-                                             int64_t ld) {
+ProblemBuffers::Operand& ProblemBuffers::add(const OperandLayout& layout) {
   Operand o;
-  o.name = std::move(name);
-  o.is_input = input;
-  o.is_output = output;
-  o.rows = rows;
-  o.cols = cols;
-  o.ld = ld;
-  o.buffer = HostBuffer(static_cast<size_t>((rows - 1) * ld + cols) * dtype_size(problem_.dtype));
+  o.name = layout.name;
+  o.is_input = layout.input;
+  o.is_output = layout.output;
+  o.rows = layout.rows;
+  o.cols = layout.cols;
+  o.ld = layout.ld;
+  o.index = layout.index;
+  o.buffer = HostBuffer(static_cast<size_t>((o.rows - 1) * o.ld + o.cols) * element_bytes(o));
   operands_.push_back(std::move(o));
   return operands_.back();
 }
@@ -104,11 +104,14 @@ auto value_store(std::byte* data, int32_t dtype, const InputDraw& draw, const st
 void ProblemBuffers::randomize(uint64_t seed, const InputDraw& draw, OutputFill fill) {
   std::mt19937_64 fill_rng(seed ^ 0x2545f4914f6cdd1dull);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  const size_t element = dtype_size(problem_.dtype);
   uint64_t operand_seed = seed;
   for (Operand& o : operands_) {
     std::byte* data = o.buffer.data();
-    const int64_t count = static_cast<int64_t>(o.buffer.size() / element);
+    const int64_t count = static_cast<int64_t>(o.buffer.size() / element_bytes(o));
+    if (o.index) {
+      draw_indices(o, operand_seed++ * 0x9e3779b97f4a7c15ull + 1, draw);
+      continue;
+    }
     if (!o.is_input) {
       for (int64_t i = 0; i < count; ++i)
         store_float(data, i, problem_.dtype,
@@ -128,11 +131,27 @@ void ProblemBuffers::redraw_interior(uint64_t seed, const InputDraw& draw) {
   uint64_t operand_seed = seed;
   for (Operand& o : operands_) {
     if (!o.is_input) continue;
+    if (o.index) {  // new positions throughout: they have no edges to keep
+      draw_indices(o, operand_seed++ * 0xbf58476d1ce4e5b9ull + 7, draw);
+      continue;
+    }
     std::byte* data = o.buffer.data();
     const int64_t skip = o.cols >= 4 ? o.cols / 4 : 0;
     InputDrawer drawer(draw, operand_seed++ * 0xbf58476d1ce4e5b9ull + 7);
     const auto store = value_store(data, problem_.dtype, draw, o.name);
     for (int64_t r = 0; r < o.rows; ++r) drawer.row(r, o.rows, r * o.ld + skip, r * o.ld + o.cols - skip, store);
+  }
+}
+
+void ProblemBuffers::draw_indices(Operand& o, uint64_t seed, const InputDraw& draw) {
+  std::mt19937_64 rng(seed);
+  const int64_t high = std::max<int64_t>(1, problem_.max_position);
+  const auto low = std::clamp<int64_t>(static_cast<int64_t>(draw.index_low * static_cast<double>(high)), 0, high - 1);
+  std::uniform_int_distribution<int64_t> pick(low, high - 1);
+  const size_t count = o.buffer.size() / sizeof(int32_t);
+  for (size_t i = 0; i < count; ++i) {
+    const auto value = static_cast<int32_t>(pick(rng));
+    std::memcpy(o.buffer.data() + i * sizeof value, &value, sizeof value);
   }
 }
 
@@ -159,16 +178,18 @@ void* operand_pointer(const arb_operands& o, std::string_view name) {
   if (name == "y") return o.y;
   if (name == "gate") return const_cast<void*>(o.gate);
   if (name == "up") return const_cast<void*>(o.up);
+  if (name == "positions") return const_cast<void*>(o.positions);
   return nullptr;
 }
 
 ProblemBuffers ProblemBuffers::absolute_values() const {
   ProblemBuffers out(problem_, std::fabs(alpha_), std::fabs(beta_), eps_);
-  const size_t element = dtype_size(problem_.dtype);
   for (size_t i = 0; i < operands_.size(); ++i) {
     const HostBuffer& from = operands_[i].buffer;
     std::byte* to = out.buffer_data(i);
     std::memcpy(to, from.data(), from.size());
+    if (operands_[i].index) continue;  // indices are not magnitudes
+    const size_t element = element_bytes(operands_[i]);
     for (size_t at = element - 1; at < from.size(); at += element) to[at] &= std::byte{0x7f};  // little-endian sign bit
   }
   return out;
@@ -179,6 +200,11 @@ arb_operands ProblemBuffers::operands() const {
 }
 
 double ProblemBuffers::element(const Operand& operand, int64_t r, int64_t c) const {
+  if (operand.index) {
+    int32_t value;
+    std::memcpy(&value, operand.buffer.data() + static_cast<size_t>(r * operand.ld + c) * sizeof value, sizeof value);
+    return value;
+  }
   return load_float(operand.buffer.data(), r * operand.ld + c, problem_.dtype);
 }
 

@@ -5,6 +5,7 @@
 
 #include "device/host_buffer.hpp"
 #include "problem/input_draw.hpp"
+#include "problem/op.hpp"
 
 #include <arbiter/plugin.h>
 
@@ -24,7 +25,8 @@ const char* distribution_name(Distribution distribution);
 const InputDraw& input_draw(Distribution distribution);
 
 // The arb_operands of a problem whose buffers `find(name)` returns ("a", "b", "c", "bias",
-// "d", "x", "residual", "weight", "y", "gate", "up"; nullptr for absent ones). C is D when c_is_d.
+// "d", "x", "residual", "weight", "y", "gate", "up", "positions"; nullptr for absent ones). C is D
+// when c_is_d.
 template <typename Find>
 arb_operands operands_by_name(const arb_problem& problem, Find&& find, float alpha, float beta, float eps) {
   arb_operands o{};
@@ -40,6 +42,7 @@ arb_operands operands_by_name(const arb_problem& problem, Find&& find, float alp
   o.y = find("y");
   o.gate = find("gate");
   o.up = find("up");
+  o.positions = find("positions");
   o.alpha = alpha;
   o.beta = beta;
   o.eps = eps;
@@ -57,6 +60,7 @@ class ProblemBuffers {
     bool is_output = false;  // written by the kernel (d; y; x when a residual is fused)
     bool is_input = false;   // read by the kernel
     int64_t rows = 0, cols = 0, ld = 0;
+    bool index = false;  // int32 indices (rope's positions), not values of the dtype
     HostBuffer buffer;
   };
 
@@ -86,7 +90,10 @@ class ProblemBuffers {
   double element(const Operand& operand, int64_t r, int64_t c) const;
 
  private:
-  Operand& add(std::string name, bool input, bool output, int64_t rows, int64_t cols, int64_t ld);
+  Operand& add(const OperandLayout& layout);
+  size_t element_bytes(const Operand& operand) const { return operand_element_bytes(operand.index, problem_); }
+  // Indices drawn uniformly in [draw.index_low * max_position, max_position).
+  void draw_indices(Operand& operand, uint64_t seed, const InputDraw& draw);
   void* pointer(const std::string& name) const;
 
   arb_problem problem_;

@@ -26,6 +26,9 @@ struct InputDraw {
   // ReLU, probabilities, log-probabilities), and a kernel may take a shortcut only then.
   const char* one_signed = "";
   bool negative = false;
+  // Index operands (rope's positions) are drawn uniformly in [index_low * max_position,
+  // max_position): 0.75 keeps them in the top quarter, where tables of angles must reach.
+  double index_low = 0.0;
 };
 
 // Is `operand` among the draw's one-signed operands?

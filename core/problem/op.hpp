@@ -70,7 +70,15 @@ struct OperandLayout {
   bool input;        // read by the kernel
   bool output;       // written by the kernel
   int64_t rows, cols, ld;
+  // int32 indices (rope's positions), drawn in [0, max_position), rather than values of the
+  // problem's dtype.
+  bool index = false;
 };
+
+// Bytes per element of an operand: 4 for indices, the problem's dtype otherwise.
+inline size_t operand_element_bytes(bool index, const arb_problem& problem) {
+  return index ? sizeof(int32_t) : dtype_size(problem.dtype);
+}
 
 class Op {
  public:
@@ -110,6 +118,9 @@ class Op {
   // can widen the sum's relative error (1: none).
   virtual int64_t accumulated_terms(const arb_problem& problem) const = 0;
   virtual double epilogue_error_factor(const arb_problem&) const { return 1.0; }
+  // A floor under the tolerance for error that honest f32 math makes beyond the sum (rope:
+  // angles computed as f32 products); 0 for none.
+  virtual double error_floor(const arb_problem&) const { return 0.0; }
 
   // The operands of a problem, in the order the buffers are laid out.
   virtual std::vector<OperandLayout> operands(const arb_problem& problem) const = 0;

@@ -41,18 +41,22 @@ int64_t to_int(std::string_view key, std::string_view value) {
   return v;
 }
 
-float to_float(std::string_view key, std::string_view value) {
+// A number the whole value spells (std::stof or std::stod: out of range is an error too).
+template <typename Number, Number (*Parse)(const std::string&, size_t*)>
+Number to_number(std::string_view key, std::string_view value) {
   const std::string s(value);
   size_t used = 0;
-  float v = 0;
+  Number v = 0;
   try {
-    v = std::stof(s, &used);
+    v = Parse(s, &used);
   } catch (const std::exception&) {
     used = 0;
   }
   if (used != s.size() || s.empty()) bad(fmt::format("'{}={}': expected a number", key, value));
   return v;
 }
+float parse_float(const std::string& s, size_t* used) { return std::stof(s, used); }
+double parse_double(const std::string& s, size_t* used) { return std::stod(s, used); }
 
 bool to_flag(std::string_view key, std::string_view value) {
   if (value == "1" || value == "true") return true;
@@ -89,7 +93,13 @@ bool ProblemFields::take_flag(std::string_view key) {
 std::optional<float> ProblemFields::take_float(std::string_view key) {
   const auto v = take(key);
   if (!v) return std::nullopt;
-  return to_float(key, *v);
+  return to_number<float, parse_float>(key, *v);
+}
+
+std::optional<double> ProblemFields::take_double(std::string_view key) {
+  const auto v = take(key);
+  if (!v) return std::nullopt;
+  return to_number<double, parse_double>(key, *v);
 }
 
 void ProblemFields::bad(const std::string& what) const { arbiter::bad(what); }
@@ -146,7 +156,7 @@ ParsedProblem parse_problem(std::string_view text) {
     int64_t elements = 0, bytes = 0;
     if (__builtin_mul_overflow(operand.rows - 1, operand.ld, &elements) ||
         __builtin_add_overflow(elements, operand.cols, &elements) ||
-        __builtin_mul_overflow(elements, static_cast<int64_t>(dtype_size(p.dtype)), &bytes))
+        __builtin_mul_overflow(elements, static_cast<int64_t>(operand_element_bytes(operand.index, p)), &bytes))
       bad(fmt::format("operand {} ({} x {}, row stride {}) does not fit in memory", operand.name, operand.rows,
                       operand.cols, operand.ld));
   }

@@ -38,6 +38,7 @@ class ProblemFields {
   int64_t require_int(std::string_view key);
   bool take_flag(std::string_view key);  // absent: false
   std::optional<float> take_float(std::string_view key);
+  std::optional<double> take_double(std::string_view key);
   [[noreturn]] void bad(const std::string& what) const;
   // The first field nobody took, if any.
   std::optional<std::string> leftover() const;

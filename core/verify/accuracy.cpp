@@ -29,7 +29,7 @@ double tolerance_at(double base, const arb_problem& problem) {
   if (op == nullptr) return base;
   const double terms = static_cast<double>(std::max<int64_t>(1, op->accumulated_terms(problem)));
   const double accumulation = kAccumulationLambda * std::sqrt(terms) * f32_unit_roundoff;
-  return std::max(base, accumulation) * op->epilogue_error_factor(problem);
+  return std::max({base, accumulation, op->error_floor(problem)}) * op->epilogue_error_factor(problem);
 }
 
 double tolerance_for(const KernelRecord& kernel, const arb_problem& problem) {

@@ -18,7 +18,7 @@
 
 namespace arbiter::sandbox {
 
-inline constexpr uint64_t kMagic = 0x33646e6173627261ull;  // "arbsand3"
+inline constexpr uint64_t kMagic = 0x34646e6173627261ull;  // "arbsand4"
 inline constexpr int kArenaFd = 3;
 inline constexpr int kFirstChannelFd = 4;
 inline constexpr int kChannels = 4;  // as many launches at once as the concurrent-call check makes
@@ -26,7 +26,7 @@ inline constexpr int kChannels = 4;  // as many launches at once as the concurre
 // verification may allocate, not what it costs.
 inline constexpr size_t kArenaBytes = size_t(64) << 30;
 inline constexpr uint64_t kNoOperand = ~uint64_t(0);
-inline constexpr int kOperandPointers = 11;
+inline constexpr int kOperandPointers = 12;
 
 struct LaunchRequest {
   uint64_t magic;
@@ -63,6 +63,7 @@ void for_each_pointer(arb_operands& o, F&& f) {
   f(o.y);
   f(o.gate);
   f(o.up);
+  f(o.positions);
 }
 
 }  // namespace arbiter::sandbox

@@ -31,7 +31,7 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 4
+#define ARB_ABI_VERSION_MINOR 5
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
@@ -139,8 +139,32 @@ typedef struct arb_swiglu_args {
 ARB_API arb_status arb_gemm(arb_context context, const arb_gemm_args* args, void* stream);
 ARB_API arb_status arb_rmsnorm(arb_context context, const arb_rmsnorm_args* args, void* stream);
 ARB_API arb_status arb_softmax(arb_context context, const arb_softmax_args* args, void* stream);
+/* since 1.5: rotary position embedding, in place: x [..., heads, head_dim] (the leading
+ * dimensions are the tokens and collapse into one token stride; a head stride of its own, so
+ * that the Q or K columns of a fused QKV output rotate where they are) turns each pair of a
+ * head (layout: arb_rope_layout) by the angle position * theta^(-2i / head_dim), i the pair's
+ * index, with cos and sin in f32 or wider. positions is int32 with x's leading shape (one per
+ * token), contiguous, every value in [0, max_position): kernels may tabulate the angles up
+ * to max_position. arb_rope on CPU tensors checks the values (ARB_ERR_INVALID_ARGUMENT);
+ * device memory and plan runs are not read by the host, so there a position outside the
+ * range is the caller's error, as an out-of-range embedding index is. head_dim is even. positions must not
+ * overlap x. (The whole struct; ARB_ROPE_ARGS_STRUCT_SIZE is this first version.) */
+typedef struct arb_rope_args {
+  size_t struct_size;
+  const DLTensor* x;         /* read and written */
+  const DLTensor* positions; /* int32 */
+  double theta;              /* the base: 10000 (Llama 2), 500000 (Llama 3); > 1 */
+  int64_t max_position;      /* >= 1, <= 2^24 (positions exact in f32) */
+  int32_t layout;            /* arb_rope_layout */
+  int32_t reserved;          /* 0 */
+} arb_rope_args;
+#define ARB_ROPE_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_rope_args, reserved)
+#define ARB_ROPE_ARGS_INIT {sizeof(arb_rope_args), NULL, NULL, 500000.0, 8192, ARB_ROPE_SPLIT_HALF, 0}
+
 /* since 1.4 */
 ARB_API arb_status arb_swiglu(arb_context context, const arb_swiglu_args* args, void* stream);
+/* since 1.5 */
+ARB_API arb_status arb_rope(arb_context context, const arb_rope_args* args, void* stream);
 
 /* ---- explain -------------------------------------------------------------------------
  * Why a kernel is (or would be) chosen: the problem key, the rule that fired, and every
@@ -304,7 +328,7 @@ typedef struct arb_plan_s* arb_plan;
 /* since 1.3: the data of one run. tensors[] holds each tensor's address (DLTensor data +
  * byte_offset) in the order of the op's args struct: gemm a, b, c, bias, d; rmsnorm x,
  * residual, weight, y; softmax x, y; swiglu gate, up, y (since 1.4; up NULL when the plan's
- * gate holds both halves). A tensor the plan does not use (no bias, beta = 0, no
+ * gate holds both halves); rope x, positions (since 1.5). A tensor the plan does not use (no bias, beta = 0, no
  * residual, the slots past the op's last) is NULL. A gemm planned in place (c the same memory
  * as d) takes c == d. (The whole struct; ARB_PLAN_OPERANDS_STRUCT_SIZE is this first version.) */
 typedef struct arb_plan_operands {

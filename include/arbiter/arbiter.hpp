@@ -103,7 +103,7 @@ std::string report(Write&& write) {
 
 // A problem bound once (arb_plan_create): run() takes the tensors' new addresses in the order
 // of the op's args struct (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x,
-// y; swiglu gate, up, y; nullptr for one the plan does not use). Move-only; destroy it before its Context.
+// y; swiglu gate, up, y; rope x, positions; nullptr for one the plan does not use). Move-only; destroy it before its Context.
 class Plan {
  public:
   Plan(arb_context context, arb_op op, const void* args) { check(arb_plan_create(context, op, args, &plan_)); }
@@ -206,12 +206,24 @@ class Context {
     args.y = y;
     check(arb_swiglu(context_, &args, stream));
   }
+  // Rotates x [..., heads, head_dim] in place by int32 positions (ABI 1.5).
+  void rope(const View& x, const View& positions, double theta = 500000.0, int64_t max_position = 8192,
+            arb_rope_layout layout = ARB_ROPE_SPLIT_HALF, void* stream = nullptr) {
+    arb_rope_args args = ARB_ROPE_ARGS_INIT;
+    args.x = x;
+    args.positions = positions;
+    args.theta = theta;
+    args.max_position = max_position;
+    args.layout = layout;
+    check(arb_rope(context_, &args, stream));
+  }
 
   // Plans (ABI 1.3): the op's arguments bound once; see Plan.
   Plan plan(const arb_gemm_args& args) const { return Plan(context_, ARB_OP_GEMM, &args); }
   Plan plan(const arb_rmsnorm_args& args) const { return Plan(context_, ARB_OP_RMSNORM, &args); }
   Plan plan(const arb_softmax_args& args) const { return Plan(context_, ARB_OP_SOFTMAX, &args); }
   Plan plan(const arb_swiglu_args& args) const { return Plan(context_, ARB_OP_SWIGLU, &args); }
+  Plan plan(const arb_rope_args& args) const { return Plan(context_, ARB_OP_ROPE, &args); }
   Plan plan_gemm(const View& a, const View& b, const View& d, float alpha = 1.0f,
                  arb_activation activation = ARB_ACT_NONE, const View* bias = nullptr) const {
     arb_gemm_args args = ARB_GEMM_ARGS_INIT;

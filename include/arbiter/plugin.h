@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define ARB_PLUGIN_ABI_MAJOR 1
-#define ARB_PLUGIN_ABI_MINOR 1
+#define ARB_PLUGIN_ABI_MINOR 2
 #define ARB_PLUGIN_ENTRY_SYMBOL "arbiter_plugin_entry"
 
 /* A problem: everything a kernel may look at to decide whether and how it runs, and
@@ -40,7 +40,7 @@ extern "C" {
 typedef struct arb_problem {
   size_t struct_size;
   int32_t op;          /* arb_op */
-  int32_t dtype;       /* arb_dtype of every operand */
+  int32_t dtype;       /* arb_dtype of every floating-point operand (rope's positions: int32) */
   int32_t device_type; /* DLDeviceType: kDLCPU or kDLCUDA */
   int32_t device_id;
   int32_t alignment;   /* largest power of two (<= 256) dividing every operand address and
@@ -68,6 +68,17 @@ typedef struct arb_problem {
    * strides of gate and up. A fused gate/up GEMM's [rows, 2 cols] output has
    * ld_gate = ld_up = its row stride, up cols elements past gate. */
   int64_t ld_gate, ld_up;
+
+  /* since 1.2: rope, in place on x [rows = tokens, heads, cols = head_dim]: ld_x (above) is
+   * the token stride, ld_head the head stride, both in elements; each head's pairs (layout:
+   * arb_rope_layout) turn by position * rope_theta^(-2i / head_dim), i the pair's index, for
+   * positions (an int32 per token) in [0, max_position). */
+  int64_t heads;
+  int64_t ld_head;
+  int64_t max_position;
+  double rope_theta;
+  int32_t rope_layout;
+  int32_t reserved_rope;
 } arb_problem;
 #define ARB_PROBLEM_STRUCT_SIZE ARB_STRUCT_SIZE(arb_problem, reserved)
 
@@ -89,6 +100,7 @@ typedef struct arb_operands {
   float reserved;
   const void* gate;     /* since 1.1: swiglu */
   const void* up;       /* since 1.1: swiglu */
+  const void* positions; /* since 1.2: rope, int32 [tokens]; rope's x is `x` above */
 } arb_operands;
 #define ARB_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_operands, reserved)
 

@@ -54,7 +54,8 @@ typedef enum arb_status {
   ARB_ERR_TABLE = 10            /* the tuning table could not be read, written or used */
 } arb_status;
 
-/* Element types. Every operand of one call has the same type; math is done in f32 or wider. */
+/* Element types. Every floating-point operand of one call has the same type (rope's positions
+ * are int32); math is done in f32 or wider. */
 typedef enum arb_dtype {
   ARB_DTYPE_INVALID = 0,
   ARB_DTYPE_F32 = 1,
@@ -67,8 +68,18 @@ typedef enum arb_op {
   ARB_OP_GEMM = 1,
   ARB_OP_RMSNORM = 2,
   ARB_OP_SOFTMAX = 3,
-  ARB_OP_SWIGLU = 4 /* since 1.4 of the application ABI, 1.1 of the plugin ABI */
+  ARB_OP_SWIGLU = 4, /* since 1.4 of the application ABI, 1.1 of the plugin ABI */
+  ARB_OP_ROPE = 5    /* since 1.5 of the application ABI, 1.2 of the plugin ABI */
 } arb_op;
+
+/* since 1.5 (application ABI), 1.2 (plugin ABI): which elements of a head rope rotates
+ * together. SPLIT_HALF pairs element i with element i + head_dim / 2 (Hugging Face's
+ * rotate_half, GPT-NeoX); INTERLEAVED pairs elements 2i and 2i + 1 (Meta's Llama
+ * reference, GPT-J). */
+typedef enum arb_rope_layout {
+  ARB_ROPE_SPLIT_HALF = 0,
+  ARB_ROPE_INTERLEAVED = 1
+} arb_rope_layout;
 
 /* GEMM epilogue activation, applied after the bias. */
 typedef enum arb_activation {

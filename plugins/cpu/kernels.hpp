@@ -24,6 +24,7 @@ void gemm_bf16_amx(const arb_problem& problem, const arb_operands& operands, voi
 void rmsnorm(const arb_problem& problem, const arb_operands& operands);
 void softmax(const arb_problem& problem, const arb_operands& operands);
 void swiglu(const arb_problem& problem, const arb_operands& operands);
+void rope(const arb_problem& problem, const arb_operands& operands);  // AVX2, FMA, F16C
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 

@@ -96,6 +96,29 @@ void swiglu(const Launch& l) {
     }
 }
 
+// Each pair of each head turned by position * theta^(-2i / dim) in double: the pair's
+// elements are i and i + dim/2 (split-half) or 2i and 2i + 1 (interleaved).
+void rope(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  const auto* positions = static_cast<const int32_t*>(o.positions);
+  const int64_t pairs = p.cols / 2;
+  const bool interleaved = p.rope_layout == ARB_ROPE_INTERLEAVED;
+  for (int64_t t = 0; t < p.rows; ++t)
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t head = t * p.ld_x + h * p.ld_head;
+      for (int64_t i = 0; i < pairs; ++i) {
+        const double angle = static_cast<double>(positions[t]) *
+                             std::pow(p.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(p.cols));
+        const double c = std::cos(angle), s = std::sin(angle);
+        const int64_t first = head + (interleaved ? 2 * i : i), second = head + (interleaved ? 2 * i + 1 : i + pairs);
+        const double x1 = load_float(o.x, first, p.dtype), x2 = load_float(o.x, second, p.dtype);
+        store_float(o.x, first, p.dtype, static_cast<float>(x1 * c - x2 * s));
+        store_float(o.x, second, p.dtype, static_cast<float>(x2 * c + x1 * s));
+      }
+    }
+}
+
 }  // namespace
 
 namespace {
@@ -111,7 +134,8 @@ arbiter::plugin::Plugin reference_plugin() {
                   .launch(gemm))
       .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM).supports(on_cpu).launch(rmsnorm))
       .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX).supports(on_cpu).launch(softmax))
-      .kernel(arbiter::plugin::Kernel("swiglu", ARB_OP_SWIGLU).supports(on_cpu).launch(swiglu));
+      .kernel(arbiter::plugin::Kernel("swiglu", ARB_OP_SWIGLU).supports(on_cpu).launch(swiglu))
+      .kernel(arbiter::plugin::Kernel("rope", ARB_OP_ROPE).supports(on_cpu).launch(rope));
   return plugin;
 }
 

@@ -10,5 +10,6 @@ const Op& gemm_op();
 const Op& rmsnorm_op();
 const Op& softmax_op();
 const Op& swiglu_op();
+const Op& rope_op();
 
 }  // namespace arbiter

@@ -28,6 +28,12 @@ inline constexpr ProblemWords kSwigluProblemWords =
     kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_residual)) |
     problem_words(offsetof(arb_problem, ld_gate), offsetof(arb_problem, ld_up) + sizeof(int64_t));
 
+// rope: rows (tokens), cols (head_dim), ld_x (the token stride), and its own fields (plugin
+// ABI 1.2): heads through reserved_rope.
+inline constexpr ProblemWords kRopeProblemWords =
+    kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_y)) |
+    problem_words(offsetof(arb_problem, heads), sizeof(arb_problem));
+
 static_assert(offsetof(arb_problem, c_is_d) + sizeof(int32_t) == offsetof(arb_problem, rows),
               "a field between gemm's and the row ops': give it to its op");
 

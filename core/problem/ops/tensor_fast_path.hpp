@@ -158,7 +158,7 @@ inline bool overlap(const Span& a, const Span& b) {
 // `rep stos`, a loop that costs as many instructions as it stores words, and these stores
 // are mostly overwritten or known zeros that fold into the hash.
 inline void start_call(arb_op op, const Kind& kind, Call& call) {
-  static_assert(sizeof(arb_problem) == 184 && sizeof(arb_operands) == 112,
+  static_assert(sizeof(arb_problem) == 224 && sizeof(arb_operands) == 120,
                 "arb_problem or arb_operands grew: set the new fields here");
   arb_problem& p = call.problem;
   p.struct_size = sizeof p;
@@ -173,12 +173,15 @@ inline void start_call(arb_op op, const Kind& kind, Call& call) {
   p.rows = p.cols = p.ld_x = p.ld_y = p.ld_residual = 0;
   p.has_residual = p.reserved = 0;
   p.ld_gate = p.ld_up = 0;
+  p.heads = p.ld_head = p.max_position = 0;
+  p.rope_theta = 0.0;
+  p.rope_layout = p.reserved_rope = 0;
   arb_operands& o = call.operands;
   o.struct_size = sizeof o;
   o.a = o.b = o.c = o.bias = o.residual = o.weight = nullptr;
   o.d = o.x = o.y = nullptr;
   o.alpha = o.beta = o.eps = o.reserved = 0.0f;
-  o.gate = o.up = nullptr;
+  o.gate = o.up = o.positions = nullptr;
 }
 
 }  // namespace arbiter::fast_path

@@ -67,7 +67,7 @@ inline int32_t call_alignment(const Call& call) {
   const arb_operands& o = call.operands;
   const uint64_t addresses = address(o.a) | address(o.b) | address(o.c) | address(o.bias) | address(o.d) |
                              address(o.x) | address(o.residual) | address(o.weight) | address(o.y) |
-                             address(o.gate) | address(o.up);
+                             address(o.gate) | address(o.up) | address(o.positions);
   return alignment_class({addresses, static_cast<uint64_t>(stride_alignment(call.problem))});
 }
 

@@ -1,0 +1,309 @@
+// rope: rotary position embedding in place on x [tokens, heads, head_dim]. Each head's pairs
+// (element i with i + head_dim/2 split-half, 2i with 2i + 1 interleaved) turn by the angle
+// position * theta^(-2i / head_dim), the position an int32 per token.
+#include "problem/ops/ops.hpp"
+#include "problem/ops/problem_words.hpp"
+#include "problem/ops/shape_helpers.hpp"
+#include "problem/ops/tensor_views.hpp"
+
+#include "common/failure.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+namespace arbiter {
+namespace {
+
+// Positions are exact in f32 up to 2^24; beyond it no f32 kernel can name the angle.
+constexpr int64_t kMaxPositionLimit = int64_t{1} << 24;
+
+const char* layout_name(int32_t layout) { return layout == ARB_ROPE_INTERLEAVED ? "interleaved" : "half"; }
+
+class Rope final : public Op {
+ public:
+  arb_op code() const override { return ARB_OP_ROPE; }
+  const char* name() const override { return "rope"; }
+  ProblemWords problem_words() const override { return kRopeProblemWords; }
+
+  const std::vector<SizeField>& sizes() const override {
+    static const std::vector<SizeField> fields = {
+        {"tokens", &arb_problem::rows}, {"heads", &arb_problem::heads}, {"dim", &arb_problem::cols}};
+    return fields;
+  }
+
+  void validate(const arb_problem& p) const override {
+    if (p.rows < 1 || p.heads < 1 || p.cols < 2)
+      invalid_argument(fmt::format("rope sizes must be tokens >= 1, heads >= 1, dim >= 2 (tokens={} heads={} dim={})",
+                                   p.rows, p.heads, p.cols));
+    if (p.cols % 2 != 0) invalid_argument(fmt::format("rope: dim = {} must be even (pairs of elements turn)", p.cols));
+    check_row_stride("ldhead", p.ld_head, p.cols);
+    int64_t heads_span = 0;
+    if (__builtin_mul_overflow(p.heads - 1, p.ld_head, &heads_span) || __builtin_add_overflow(heads_span, p.cols, &heads_span))
+      invalid_argument("rope: heads x ldhead overflows");
+    check_row_stride("ldtoken", p.ld_x, heads_span);
+    if (p.max_position < 1 || p.max_position > kMaxPositionLimit)
+      invalid_argument(fmt::format("rope: max_position = {} must be from 1 to {} (positions exact in f32)", p.max_position,
+                                   kMaxPositionLimit));
+    if (!(p.rope_theta > 1.0) || !std::isfinite(p.rope_theta))
+      invalid_argument(fmt::format("rope: theta = {} must be a finite number above 1", p.rope_theta));
+    if (p.rope_layout != ARB_ROPE_SPLIT_HALF && p.rope_layout != ARB_ROPE_INTERLEAVED)
+      invalid_argument(fmt::format("rope: layout {} is neither split-half (0) nor interleaved (1)", p.rope_layout));
+    if (p.reserved_rope != 0) invalid_argument("rope: reserved_rope must be 0");
+  }
+
+  std::string key_fields(const arb_problem& p) const override {
+    return fmt::format("tokens={} heads={} dim={} layout={} theta={} maxpos={} ldhead={} ldtoken={}", p.rows, p.heads,
+                       p.cols, layout_name(p.rope_layout), p.rope_theta, p.max_position, p.ld_head, p.ld_x);
+  }
+  std::string class_fields(const arb_problem& p) const override {
+    return fmt::format("layout={}", layout_name(p.rope_layout));
+  }
+
+  void read_fields(ProblemFields& fields, ParsedProblem& parsed) const override {
+    arb_problem& p = parsed.problem;
+    p.rows = fields.require_int("tokens");
+    p.heads = fields.require_int("heads");
+    p.cols = fields.require_int("dim");
+    if (auto layout = fields.take("layout")) {
+      if (*layout == "half")
+        p.rope_layout = ARB_ROPE_SPLIT_HALF;
+      else if (*layout == "interleaved")
+        p.rope_layout = ARB_ROPE_INTERLEAVED;
+      else
+        fields.bad(fmt::format("'layout={}': expected half or interleaved", *layout));
+    }
+    p.rope_theta = fields.take_double("theta").value_or(500000.0);
+    p.max_position = fields.take_int("maxpos", 8192);
+    p.ld_head = fields.take_int("ldhead", p.cols);
+    // The heads of a token side by side by default; a product that overflows is left for
+    // validate() to name.
+    int64_t packed = 0;
+    if (__builtin_mul_overflow(p.heads, p.ld_head, &packed)) packed = INT64_MAX;
+    p.ld_x = fields.take_int("ldtoken", packed);
+  }
+
+  // Bound by memory; each element is a sum of two products.
+  double flops(const arb_problem&) const override { return 0; }
+  int64_t accumulated_terms(const arb_problem&) const override { return 2; }
+  // x read and written, one position per token.
+  double bytes_moved(const arb_problem& p) const override {
+    const double elements = static_cast<double>(p.rows) * static_cast<double>(p.heads) * static_cast<double>(p.cols);
+    return 2.0 * elements * static_cast<double>(dtype_size(p.dtype)) + 4.0 * static_cast<double>(p.rows);
+  }
+  // A power, a sine and a cosine per pair in fp64: a few dozen multiply-adds each.
+  double reference_cost(const arb_problem& p) const override {
+    return static_cast<double>(p.rows) * static_cast<double>(p.heads) * static_cast<double>(p.cols) * 32;
+  }
+
+  // An honest f32 kernel computes each angle as an f32 product: a relative error of a few
+  // units of f32 rounding on angles up to max_position * theta^(-2i / dim), which turns each
+  // pair by that much. The relative norm error of the output is then about that error's
+  // root mean square over the pairs (x's elements are drawn alike), at most this.
+  double error_floor(const arb_problem& p) const override {
+    constexpr double kAngleUlps = 8.0;
+    const int64_t pairs = std::max<int64_t>(1, p.cols / 2);
+    double sum = 0.0;
+    for (int64_t i = 0; i < pairs; ++i) {
+      const double inv_freq = std::pow(p.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(p.cols));
+      sum += inv_freq * inv_freq;
+    }
+    return kAngleUlps * 0x1p-24 * static_cast<double>(p.max_position) * std::sqrt(sum / static_cast<double>(pairs));
+  }
+
+  // x as tokens rows of every head's elements (the gaps between heads included: a kernel
+  // must leave them as they are), and the positions as one row of int32 indices.
+  std::vector<OperandLayout> operands(const arb_problem& p) const override {
+    const int64_t heads_span = (p.heads - 1) * p.ld_head + p.cols;
+    OperandLayout positions{"positions", true, false, 1, p.rows, p.rows};
+    positions.index = true;
+    return {{"x", true, true, p.rows, heads_span, p.ld_x}, positions};
+  }
+
+  arb_problem resized(const arb_problem& p, const Sizes& s) const override {
+    arb_problem r = p;
+    const size_t element = dtype_size(p.dtype);
+    r.rows = s.value[0];
+    r.heads = s.value[1];
+    r.cols = s.value[2];
+    r.ld_head = stride_with_alignment(r.cols, element, p.alignment);
+    r.ld_x = r.heads * r.ld_head;
+    r.alignment = stride_alignment(r);
+    return r;
+  }
+
+  // Tokens and heads are independent rows: a few are enough; dim is where kernels vectorize.
+  Sizes verification_sizes(const arb_problem& p) const override {
+    return {{shrink(p.rows, 16), shrink(p.heads, 8), shrink(p.cols, 512)}};
+  }
+
+  std::vector<SizedShape> edge_shapes(const Sizes& v) const override {
+    return {{{{1, 1, 2}}, "edge: one pair"},
+            {{{3, 5, 6}}, "edge: small odd counts, three pairs"},
+            {{{2, 3, v.value[2] + 2}}, "edge: one pair past the problem's dim"},
+            {{{5, 2, 34}}, "edge: just over 32 elements a head"},
+            {{{1, 1, 1022}}, "edge: just under 1024 elements a head"}};
+  }
+
+  // ldtoken's least is every head's span; tie_strides keeps it so after ldhead is drawn.
+  std::vector<StrideField> strides(const arb_problem& p) const override {
+    return {{"ldhead", &arb_problem::ld_head, p.cols}, {"ldtoken", &arb_problem::ld_x, p.heads * p.cols}};
+  }
+  void tie_strides(arb_problem& p) const override {
+    const int64_t heads_span = (p.heads - 1) * p.ld_head + p.cols;
+    if (p.ld_x < heads_span) p.ld_x = p.heads * p.ld_head;  // ld_head's alignment, kept
+  }
+
+  // Positions near the top of the range (where f32 angles lose the most, and a table of
+  // angles must reach), magnitudes far from 1, and rows of very different magnitudes.
+  std::vector<InputDraw> hard_inputs(const arb_problem& p) const override {
+    InputDraw late{"positions in the top quarter of [0, max_position)"};
+    late.index_low = 0.75;
+    InputDraw large{"x of magnitude 1e4"};
+    large.low_scale = large.high_scale = p.dtype == ARB_DTYPE_F16 ? 1e3 : 1e4;
+    InputDraw mixed{"rows of magnitude 1e-3 to 1e3"};
+    mixed.low_scale = 1e-3;
+    mixed.high_scale = 1e3;
+    return {late, large, mixed};
+  }
+
+  const char* example_fields() const override { return "tokens=4 heads=8 dim=128"; }
+
+  void build_call(const void* raw_args, Call& call) const override {
+    const auto* args = static_cast<const arb_rope_args*>(raw_args);
+    check_args(args, "arb_rope", ARB_ROPE_ARGS_STRUCT_SIZE);
+    arb_problem& p = call.problem;
+    p = empty_problem(*this);
+    p.dtype = ARB_DTYPE_INVALID;
+    check_tensor(args->x, "x", p);
+    const DLTensor* x = args->x;
+    if (x->ndim < 3)
+      invalid_argument(fmt::format("x must be [..., heads, head_dim] (at least 3 dimensions), got {}", x->ndim));
+    const HeadView heads = as_heads(x);
+    const Matrix positions = check_positions(args->positions, x, p);
+    if (args->reserved != 0) invalid_argument(fmt::format("reserved must be 0, got {}", args->reserved));
+    check_disjoint(heads.whole, positions);
+    p.rows = heads.whole.rows;
+    p.heads = heads.heads;
+    p.cols = heads.dim;
+    p.ld_head = heads.ld_head;
+    p.ld_x = heads.whole.ld;
+    p.rope_theta = args->theta;
+    p.max_position = args->max_position;
+    p.rope_layout = args->layout;
+    arb_operands& o = call.operands;
+    o = arb_operands{};
+    o.struct_size = sizeof o;
+    o.x = heads.whole.data;
+    o.positions = positions.data;
+    p.alignment = call_alignment(call);
+    validate_problem(*this, p);
+    if (p.device_type == kDLCPU) check_position_values(static_cast<const int32_t*>(o.positions), p);
+  }
+
+  void plan_slots(const void* raw_args, const arb_problem&, PlanSlots& slots) const override {
+    const auto* args = static_cast<const arb_rope_args*>(raw_args);
+    slots[0] = {"x", args->x, offsetof(arb_operands, x), true};
+    slots[1] = {"positions", args->positions, offsetof(arb_operands, positions)};
+  }
+
+ private:
+  // x as tokens (the leading dimensions, collapsed) by heads by head_dim, with the token and
+  // head strides; `whole` spans every token's heads.
+  struct HeadView {
+    Matrix whole;
+    int64_t heads, dim, ld_head;
+  };
+
+  static HeadView as_heads(const DLTensor* x) {
+    const int last = x->ndim - 1;
+    HeadView v{};
+    v.dim = x->shape[last];
+    v.heads = x->shape[last - 1];
+    const bool strided = x->strides != nullptr;
+    if (strided && v.dim > 1 && x->strides[last] != 1)
+      invalid_argument(fmt::format("x: the last dimension must be contiguous (stride 1, got {})", x->strides[last]));
+    v.ld_head = strided && v.heads > 1 ? x->strides[last - 1] : v.dim;
+    if (v.ld_head < v.dim)
+      invalid_argument(fmt::format("x: head stride {} is below head_dim {}", v.ld_head, v.dim));
+    int64_t span = 0;  // one token's heads, in elements
+    if (__builtin_mul_overflow(v.heads - 1, v.ld_head, &span) || __builtin_add_overflow(span, v.dim, &span))
+      invalid_argument("x: its sizes and strides span more memory than an address can reach");
+    // The leading dimensions as rows of `span` elements: a view of x whose last dimension is
+    // one token's heads, collapsed by as_rows' rules.
+    DLTensor tokens = *x;
+    int64_t shape[16], strides[16];
+    for (int i = 0; i < last - 1; ++i) {
+      shape[i] = x->shape[i];
+      strides[i] = strided ? x->strides[i] : 0;
+    }
+    shape[last - 1] = span;
+    strides[last - 1] = 1;
+    if (!strided) {  // compact: each token is heads * dim elements
+      int64_t step = v.heads * v.dim;
+      for (int i = last - 2; i >= 0; --i) {
+        strides[i] = step;
+        if (__builtin_mul_overflow(step, x->shape[i], &step))
+          invalid_argument("x: the product of its sizes overflows");
+      }
+    }
+    tokens.ndim = last;
+    tokens.shape = shape;
+    tokens.strides = strides;
+    v.whole = as_rows(&tokens, "x");
+    return v;
+  }
+
+  // positions: int32, x's leading shape, contiguous, on x's device, aligned.
+  static Matrix check_positions(const DLTensor* t, const DLTensor* x, const arb_problem& p) {
+    if (t == nullptr) invalid_argument("positions is NULL");
+    if (t->data == nullptr) invalid_argument("positions.data is NULL");
+    if (t->ndim > 0 && t->shape == nullptr) invalid_argument("positions.shape is NULL");
+    if (t->dtype.code != kDLInt || t->dtype.bits != 32 || t->dtype.lanes != 1)
+      invalid_argument(fmt::format("positions must be int32, got dtype code {} with {} bits", t->dtype.code, t->dtype.bits));
+    int32_t device_type;
+    std::memcpy(&device_type, &t->device.device_type, sizeof device_type);
+    if (device_type != p.device_type || t->device.device_id != p.device_id)
+      invalid_argument("positions must be on x's device");
+    bool same = t->ndim == x->ndim - 2;
+    for (int i = 0; same && i < t->ndim; ++i) same = t->shape[i] == x->shape[i];
+    if (!same) invalid_argument("positions must have x's leading shape (x without its last two dimensions: one per token)");
+    int64_t count = 1;
+    for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];  // x's leading sizes: their product was checked
+    if (t->byte_offset > UINTPTR_MAX - address(t->data))
+      invalid_argument(fmt::format("positions: byte_offset {} wraps the address around", t->byte_offset));
+    if (address(data_of(t)) % 4 != 0) invalid_argument("positions: the address is not aligned for int32");
+    if (t->strides != nullptr) {
+      int64_t step = 1;
+      for (int i = t->ndim - 1; i >= 0; --i) {
+        if (t->shape[i] > 1 && t->strides[i] != step) invalid_argument("positions must be contiguous");
+        step *= t->shape[i];
+      }
+    }
+    Matrix m{"positions", data_of(t), 1, count, count};
+    if (static_cast<uint64_t>(count) * 4 > UINTPTR_MAX - address(m.data))
+      invalid_argument("positions: its size spans more memory than an address can reach");
+    m.bytes = static_cast<uint64_t>(count) * 4;
+    return m;
+  }
+
+  // On the CPU the host can read what a device kernel could only trust.
+  static void check_position_values(const int32_t* positions, const arb_problem& p) {
+    for (int64_t t = 0; t < p.rows; ++t)
+      if (positions[t] < 0 || positions[t] >= p.max_position) [[unlikely]]
+        invalid_argument(fmt::format("positions[{}] = {} is outside [0, max_position = {})", t, positions[t], p.max_position));
+  }
+};
+
+}  // namespace
+
+namespace {
+constinit const Rope kRope;  // constant-initialised: no guard on the path of a call
+}  // namespace
+
+const Op& rope_op() { return kRope; }
+
+}  // namespace arbiter
