@@ -26,9 +26,7 @@ class RowOp : public Op {
   void validate(const arb_problem& p) const override {
     if (p.rows < 1 || p.cols < 1)
       invalid_argument(fmt::format("{} sizes must be >= 1 (rows={} cols={})", name(), p.rows, p.cols));
-    check_row_stride("ldx", p.ld_x, p.cols);
-    check_row_stride("ldy", p.ld_y, p.cols);
-    if (p.has_residual) check_row_stride("ldr", p.ld_residual, p.cols);
+    for (const StrideField& stride : strides(p)) check_row_stride(stride.name, p.*stride.member, stride.least);
   }
 
   // Bound by memory: no flops counted.
@@ -45,9 +43,7 @@ class RowOp : public Op {
     const size_t element = dtype_size(p.dtype);
     r.rows = s.value[0];
     r.cols = s.value[1];
-    r.ld_x = stride_with_alignment(r.cols, element, p.alignment);
-    r.ld_y = stride_with_alignment(r.cols, element, p.alignment);
-    r.ld_residual = p.has_residual ? stride_with_alignment(r.cols, element, p.alignment) : 0;
+    for (const StrideField& stride : strides(r)) r.*stride.member = stride_with_alignment(stride.least, element, p.alignment);
     r.alignment = stride_alignment(r);
     return r;
   }
@@ -65,6 +61,7 @@ class RowOp : public Op {
             {{{2, 1023}}, "edge: just under 1024 columns"}};
   }
 
+  // Every row stride of the op's operands: validate() and resized() go through these.
   std::vector<StrideField> strides(const arb_problem& p) const override {
     std::vector<StrideField> out = {{"ldx", &arb_problem::ld_x, p.cols}, {"ldy", &arb_problem::ld_y, p.cols}};
     if (p.has_residual) out.push_back({"ldr", &arb_problem::ld_residual, p.cols});

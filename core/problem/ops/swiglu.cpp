@@ -17,14 +17,6 @@ class Swiglu final : public RowOp {
   const char* name() const override { return "swiglu"; }
   ProblemWords problem_words() const override { return kSwigluProblemWords; }
 
-  void validate(const arb_problem& p) const override {
-    if (p.rows < 1 || p.cols < 1)
-      invalid_argument(fmt::format("swiglu sizes must be >= 1 (rows={} cols={})", p.rows, p.cols));
-    check_row_stride("ldgate", p.ld_gate, p.cols);
-    check_row_stride("ldup", p.ld_up, p.cols);
-    check_row_stride("ldy", p.ld_y, p.cols);
-  }
-
   // A fused gate/up output reads as ldgate = ldup = 2 cols (or its own row stride).
   std::string key_fields(const arb_problem& p) const override {
     return fmt::format("rows={} cols={} ldgate={} ldup={} ldy={}", p.rows, p.cols, p.ld_gate, p.ld_up, p.ld_y);
@@ -57,18 +49,6 @@ class Swiglu final : public RowOp {
     return {{"gate", true, false, p.rows, p.cols, p.ld_gate},
             {"up", true, false, p.rows, p.cols, p.ld_up},
             {"y", false, true, p.rows, p.cols, p.ld_y}};
-  }
-
-  arb_problem resized(const arb_problem& p, const Sizes& s) const override {
-    arb_problem r = p;
-    const size_t element = dtype_size(p.dtype);
-    r.rows = s.value[0];
-    r.cols = s.value[1];
-    r.ld_gate = stride_with_alignment(r.cols, element, p.alignment);
-    r.ld_up = stride_with_alignment(r.cols, element, p.alignment);
-    r.ld_y = stride_with_alignment(r.cols, element, p.alignment);
-    r.alignment = stride_alignment(r);
-    return r;
   }
 
   std::vector<StrideField> strides(const arb_problem& p) const override {
