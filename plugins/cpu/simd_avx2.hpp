@@ -6,6 +6,8 @@
 // for different ISAs include it, and the linker must never swap one's copy for another's.
 #pragma once
 
+#include "exp_polynomial.hpp"
+
 #include <arbiter/types.h>
 
 #include <immintrin.h>
@@ -88,21 +90,18 @@ inline float horizontal_max(__m256 v) {
   return _mm_cvtss_f32(_mm_max_ss(max2, _mm_shuffle_ps(max2, max2, 1)));
 }
 
-// e^x, Cephes' single-precision polynomial: about 1 ulp on [-87, 88]; 0 below.
+// e^x, Cephes' single-precision polynomial (exp_polynomial.hpp): about 1 ulp on [-87, 88]; 0 below.
 inline __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(x, _mm256_set1_ps(88.3762626647949f));
-  x = _mm256_max_ps(x, _mm256_set1_ps(-88.3762626647949f));
-  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f));
+  namespace k = exp_polynomial;
+  x = _mm256_min_ps(x, _mm256_set1_ps(k::kClamp));
+  x = _mm256_max_ps(x, _mm256_set1_ps(-k::kClamp));
+  __m256 fx = _mm256_fmadd_ps(x, _mm256_set1_ps(k::kLog2e), _mm256_set1_ps(0.5f));
   fx = _mm256_round_ps(fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(k::kLn2High), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(k::kLn2Low), x);
   const __m256 z = _mm256_mul_ps(x, x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 y = _mm256_set1_ps(k::kCoefficients[0]);
+  for (int i = 1; i < 6; ++i) y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(k::kCoefficients[i]));
   y = _mm256_fmadd_ps(y, z, _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
   const __m256i n = _mm256_cvttps_epi32(fx);
   const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23);

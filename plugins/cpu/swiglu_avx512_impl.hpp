@@ -9,6 +9,8 @@
 // and the linker must never swap one's copy for the other's.
 #pragma once
 
+#include "exp_polynomial.hpp"
+
 #include <arbiter/plugin.h>
 
 #include <immintrin.h>
@@ -23,19 +25,16 @@ namespace {
 constexpr __mmask16 kAll = 0xffff;
 
 __attribute__((always_inline)) inline __m512 exp16(__m512 x) {
-  x = _mm512_maskz_min_ps(kAll, x, _mm512_set1_ps(88.3762626647949f));
-  x = _mm512_maskz_max_ps(kAll, x, _mm512_set1_ps(-88.3762626647949f));
-  __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f));
+  namespace k = exp_polynomial;
+  x = _mm512_maskz_min_ps(kAll, x, _mm512_set1_ps(k::kClamp));
+  x = _mm512_maskz_max_ps(kAll, x, _mm512_set1_ps(-k::kClamp));
+  __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(k::kLog2e), _mm512_set1_ps(0.5f));
   fx = _mm512_maskz_roundscale_ps(kAll, fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(k::kLn2High), x);
+  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(k::kLn2Low), x);
   const __m512 z = _mm512_mul_ps(x, x);
-  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.3981999507e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(8.3334519073e-3f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(4.1665795894e-2f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(1.6666665459e-1f));
-  y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 y = _mm512_set1_ps(k::kCoefficients[0]);
+  for (int i = 1; i < 6; ++i) y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(k::kCoefficients[i]));
   y = _mm512_fmadd_ps(y, z, _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
   const __m512i n = _mm512_maskz_cvttps_epi32(kAll, fx);
   const __m512i pow2n = _mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
