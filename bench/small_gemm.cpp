@@ -571,7 +571,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> gemm_texts, row_texts;
   if (settings.quick) {
     gemm_texts = {"gemm f32 m=8 n=8 k=8", "gemm bf16 m=64 n=64 k=64 act=gelu bias=1"};
-    row_texts = {"rmsnorm bf16 rows=8 cols=4096", "softmax f32 rows=8 cols=4096", "swiglu bf16 rows=1 cols=14336 fused=1"};
+    row_texts = {"rmsnorm bf16 rows=8 cols=4096", "softmax f32 rows=8 cols=4096", "swiglu bf16 rows=1 cols=14336 fused=1",
+                 "rope bf16 tokens=1 heads=32 dim=128"};
   } else {
     for (const std::string& shape : gemm_shapes)
       for (const std::string& dtype : dtypes) gemm_texts.push_back("gemm " + dtype + " " + shape);
@@ -582,6 +583,13 @@ int main(int argc, char** argv) {
     // Llama-3-8B's MLP activation at decode: the fused gate+up output's halves.
     for (const std::string& dtype : dtypes)
       for (const char* rows : {"1", "16"}) row_texts.push_back("swiglu " + dtype + " rows=" + rows + " cols=14336 fused=1");
+    // Llama-3-8B's query heads (32 x 128) at decode, batch 1 and 16, and its key heads at a
+    // 512-token prefill, inside the fused QKV output (token stride 6144).
+    for (const std::string& dtype : dtypes) {
+      row_texts.push_back("rope " + dtype + " tokens=1 heads=32 dim=128");
+      row_texts.push_back("rope " + dtype + " tokens=16 heads=32 dim=128 layout=interleaved");
+      row_texts.push_back("rope " + dtype + " tokens=512 heads=8 dim=128 ldtoken=6144");
+    }
   }
 
   unsetenv("ARBITER_PLUGIN_PATH");  // the build's own plugins, nothing else
@@ -669,7 +677,7 @@ int main(int argc, char** argv) {
       "Data: inputs uniform in [-1, 1] (seed %llu, never zero-filled), outputs NaN-poisoned before the check. "
       "Check: each kernel's first output against reference.* (fp64 accumulation), relative norm error, "
       "tolerance 1e-5 (f32) / 8e-3 (bf16). Rates: GEMM 2*m*n*k flops (bias and activation not counted); row "
-      "ops the bytes every kernel must move: x read and y written once, plus weight for rmsnorm, gate and up read for swiglu. Speedup = baseline median / kernel "
+      "ops the bytes every kernel must move: x read and y written once, plus weight for rmsnorm, gate and up read for swiglu, x read and written in place and one int32 position per token for rope. Speedup = baseline median / kernel "
       "median, both from this run. Whole run: %.1f s.\n",
       settings.warmup_seconds * 1e3, settings.batch_seconds * 1e3, settings.samples,
       static_cast<unsigned long long>(settings.seed),

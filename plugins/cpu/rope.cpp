@@ -1,8 +1,8 @@
-// Rotary position embedding, AVX2, in place. Per token, the cos and sin of a block of pairs
-// are computed once and applied to every head: the angle in double (position times
-// theta^(-2i / dim), reduced to [-pi, pi] there), its cos and sin in f32, so the result is as
-// accurate as f32 can hold at any position; the trigonometry is a small share of the work as
-// soon as there are a few heads. The rotation runs 8 lanes at a time, tails one lane.
+// Rotary position embedding, AVX2, in place. For a block of pairs, the inverse frequencies
+// theta^(-2i / dim) are computed once per call; then per token, the cos and sin of the block's
+// angles once, applied to every head: the angle in double (position times the frequency,
+// reduced to [-pi, pi] there), its cos and sin in f32, so the result is as accurate as f32
+// can hold at any position. The rotation runs 8 lanes at a time, tails one lane.
 #include "kernels.hpp"
 #include "simd_avx2.hpp"
 
@@ -13,13 +13,18 @@ namespace {
 
 constexpr int64_t kBlockPairs = 64;  // cos and sin of this many pairs on the stack
 
-// cos and sin of pairs [first, first + count) at `position`.
-void angles(double position, double theta, int64_t dim, int64_t first, int64_t count, float* cos_out, float* sin_out) {
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
+// theta^(-2i / dim) for pairs [first, first + count).
+void inverse_frequencies(double theta, int64_t dim, int64_t first, int64_t count, double* out) {
   const double log2_theta = std::log2(theta);
+  for (int64_t i = 0; i < count; ++i)
+    out[i] = std::exp2(-2.0 * static_cast<double>(first + i) / static_cast<double>(dim) * log2_theta);
+}
+
+// cos and sin of `count` pairs at `position`.
+void angles(double position, const double* inv_freq, int64_t count, float* cos_out, float* sin_out) {
+  constexpr double kTwoPi = 6.283185307179586476925286766559;
   for (int64_t i = 0; i < count; ++i) {
-    const double inv_freq = std::exp2(-2.0 * static_cast<double>(first + i) / static_cast<double>(dim) * log2_theta);
-    const double angle = position * inv_freq;
+    const double angle = position * inv_freq[i];
     const double reduced = angle - std::nearbyint(angle / kTwoPi) * kTwoPi;
     float s, c;
     sincosf(static_cast<float>(reduced), &s, &c);
@@ -77,11 +82,13 @@ void rope_tokens(const arb_problem& p, const arb_operands& o) {
   const int64_t pairs = p.cols / 2;
   const bool interleaved = p.rope_layout == ARB_ROPE_INTERLEAVED;
   alignas(32) float c[kBlockPairs], s[kBlockPairs], c2[2 * kBlockPairs], s2[2 * kBlockPairs];
-  for (int64_t t = 0; t < p.rows; ++t) {
-    E* token = static_cast<E*>(o.x) + t * p.ld_x;
-    for (int64_t first = 0; first < pairs; first += kBlockPairs) {
-      const int64_t count = std::min(kBlockPairs, pairs - first);
-      angles(positions[t], p.rope_theta, p.cols, first, count, c, s);
+  double inv_freq[kBlockPairs];
+  for (int64_t first = 0; first < pairs; first += kBlockPairs) {
+    const int64_t count = std::min(kBlockPairs, pairs - first);
+    inverse_frequencies(p.rope_theta, p.cols, first, count, inv_freq);
+    for (int64_t t = 0; t < p.rows; ++t) {
+      E* token = static_cast<E*>(o.x) + t * p.ld_x;
+      angles(positions[t], inv_freq, count, c, s);
       if (interleaved) {
         for (int64_t i = 0; i < count; ++i) {
           c2[2 * i] = c2[2 * i + 1] = c[i];
