@@ -142,6 +142,7 @@ A problem is written as in docs/problem-syntax.md, for example
   rmsnorm f16 rows=32 cols=4096 residual=1
   softmax f32 rows=64 cols=1000
   swiglu bf16 rows=16 cols=14336 fused=1
+  rope bf16 tokens=16 heads=32 dim=128 layout=half theta=500000 maxpos=8192
 A suite (--suite=FILE) lists problems in TOML: share/arbiter/doc/suite-format.md, with the
 example share/arbiter/suites/cpu-small.toml (docs/suite-format.md in the repository).
 Without --config the embedded default configuration (configs/default.toml) is used.
