@@ -49,19 +49,22 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
     uses_[used_count_++] = {static_cast<int8_t>(i), static_cast<uint32_t>(slots[i].offset), UINT64_MAX - bytes_[i]};
   }
   // Every output against every other tensor it must not overlap (or must be).
-  for (int out = 0; out < ARB_PLAN_MAX_TENSORS; ++out) {
-    if (!used_[out] || !slots[out].output) continue;
-    for (int other = 0; other < ARB_PLAN_MAX_TENSORS; ++other) {
-      if (other == out || !used_[other] || (slots[other].output && other < out)) continue;  // each pair once
-      const bool same = slots[other].same_as == out || slots[out].same_as == other;
-      Pair& pair = pairs_[pair_count_++];
-      pair = {static_cast<int8_t>(out), static_cast<int8_t>(other), same, UINT64_MAX, UINT64_MAX};
-      if (same) continue;
-      // Spans below an address space's size: o + i - 1 cannot wrap. An empty span overlaps nothing.
-      const bool empty = bytes_[out] == 0 || bytes_[other] == 0;
-      pair.shift = empty ? 0 : bytes_[out] - 1;
-      pair.limit = empty ? 0 : bytes_[out] + bytes_[other] - 1;
-    }
+  unsigned used_mask = 0, output_mask = 0;
+  for (int k = 0; k < used_count_; ++k) {
+    used_mask |= 1u << uses_[k].slot;
+    if (slots[uses_[k].slot].output) output_mask |= 1u << uses_[k].slot;
+  }
+  const PairSlots pair_slots_of_plan = pair_slots(used_mask, output_mask);
+  for (int k = 0; k < pair_slots_of_plan.count; ++k) {
+    const int out = pair_slots_of_plan.output[k], other = pair_slots_of_plan.input[k];
+    const bool same = slots[other].same_as == out || slots[out].same_as == other;
+    Pair& pair = pairs_[pair_count_++];
+    pair = {static_cast<int8_t>(out), static_cast<int8_t>(other), same, UINT64_MAX, UINT64_MAX};
+    if (same) continue;
+    // Spans below an address space's size: o + i - 1 cannot wrap. An empty span overlaps nothing.
+    const bool empty = bytes_[out] == 0 || bytes_[other] == 0;
+    pair.shift = empty ? 0 : bytes_[out] - 1;
+    pair.limit = empty ? 0 : bytes_[out] + bytes_[other] - 1;
   }
   // A run starts from the plan's scalars with every address NULL (start_operands), then binds
   // the used slots' addresses: the op's operands must hold no other address.
@@ -72,9 +75,14 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
                 reinterpret_cast<const char*>(&call.operands) + uses_[k].offset, sizeof(void*));
   if (std::memcmp(&started, &call.operands, sizeof started) != 0)
     fail(ARB_ERR_INTERNAL, "arb_plan_create: the op's operands hold an address that no tensor of the plan gives");
-  unsigned used_mask = 0;
-  for (int k = 0; k < used_count_; ++k) used_mask |= 1u << uses_[k].slot;
   binder_ = binder_for(used_mask, pair_count_);
+  // A listed layout: the same slots, outputs and offsets.
+  for (int i = 0; i < kPlanLayoutCount && layout_ < 0; ++i) {
+    const PlanLayout& layout = kPlanLayouts[i];
+    bool same = layout.used == used_mask && layout.outputs == output_mask;
+    for (int k = 0; same && k < used_count_; ++k) same = layout.offset[uses_[k].slot] == uses_[k].offset;
+    if (same) layout_ = i;
+  }
   const uint64_t generation = context_.dispatcher().generation();  // before: a later forget is seen
   selection_.store(&context_.dispatcher().select(problem_), std::memory_order_release);
   generation_.store(generation, std::memory_order_release);

@@ -8,6 +8,7 @@
 
 #include "context.hpp"
 #include "problem/op.hpp"
+#include "problem/ops/plan_layouts.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace arbiter {
 
@@ -28,10 +30,20 @@ class Plan {
   // The hot path: checks the addresses, then launches as Context::run does. Thread-safe.
   // One test for the kernel: the selection's attention (Selection) is 0 unless its first calls
   // are checked, shadow checks are sampled or the dispatcher forgot it; then run_attended.
+  // kLayout: the plan's layout() (its addresses bound by code made for it), or -1 for any plan
+  // (bound by binder_).
+  template <int kLayout = -1>
   ARBITER_HOT_INLINE void run(const arb_plan_operands& data, void* stream) {
     arb_operands operands;
     start_operands(operands);
-    if (!bind(data, operands)) [[unlikely]]
+    if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE) [[unlikely]]
+      refuse(data);
+    bool aligned;
+    if constexpr (kLayout < 0)
+      aligned = binder_(*this, data, operands);
+    else
+      aligned = bind_layout<kLayout>(data, operands);
+    if (!aligned) [[unlikely]]
       return run_less_aligned(data, operands, stream);
     const Selection& chosen = *selection_.load(std::memory_order_acquire);
     if (chosen.attention.load(std::memory_order_acquire) != 0) [[unlikely]]
@@ -40,6 +52,8 @@ class Plan {
   }
 
   const arb_problem& problem() const { return problem_; }
+  // The plan's entry in kPlanLayouts (problem/ops/plan_layouts.hpp), or -1: run<layout()>.
+  int layout() const { return layout_; }
   // The kernel the plan runs now, then dispatch's explanation of the problem. Chooses nothing:
   // after the context forgot its choices, it says the next run chooses again.
   std::string explain();
@@ -51,8 +65,8 @@ class Plan {
   // when struct_size says the caller's struct has them.
   static constexpr int kSlots = 5;
 
-  // A run's arb_operands before bind() stores the addresses: the plan's, whose address fields
-  // are NULL but for the ones bind() overwrites, so those are written as zeros (stores of a
+  // A run's arb_operands before the binder stores the addresses: the plan's, whose address fields
+  // are NULL but for the ones the binder overwrites, so those are written as zeros (stores of a
   // register no load feeds) and only the scalars (alpha to reserved) copied; the addresses
   // appended after them (swiglu's gate and up, plugin ABI 1.1; rope's positions, 1.2) are
   // zeroed too.
@@ -69,12 +83,7 @@ class Plan {
   }
   static_assert(ARB_PLAN_MAX_TENSORS == kSlots, "arb_plan_operands grew: read the new slots by struct_size");
 
-  ARBITER_HOT_INLINE bool bind(const arb_plan_operands& data, arb_operands& operands) const {
-    if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE) [[unlikely]]
-      refuse(data);
-    return binder_(*this, data, operands);
-  }
-  // bind() for a plan whose used slots are the bits of `kUsedMask` and with `kPairs` output
+  // The binder of a plan whose used slots are the bits of `kUsedMask` and with `kPairs` output
   // pairs: slots and counts as constants, so that the loops unroll into straight code that
   // reads each address at a fixed place (a third of a run was loop control and slot lookups).
   template <unsigned kUsedMask, int kPairs>
@@ -115,6 +124,63 @@ class Plan {
   using Binder = bool (*)(const Plan&, const arb_plan_operands&, arb_operands&);
   static constexpr int kMaxPairs = kSlots * (kSlots - 1) / 2;  // each pair of tensors once
   static Binder binder_for(unsigned used_mask, int pairs);
+
+  // The pairs a plan checks: every output against every other used tensor, each pair once
+  // (two outputs: from the lower slot), in this order (pairs_, and bind_layout's constants).
+  struct PairSlots {
+    int count = 0;
+    int8_t output[kMaxPairs] = {}, input[kMaxPairs] = {};
+  };
+  static constexpr PairSlots pair_slots(unsigned used, unsigned outputs) {
+    PairSlots p;
+    for (int out = 0; out < kSlots; ++out) {
+      if ((used >> out & 1) == 0 || (outputs >> out & 1) == 0) continue;
+      for (int other = 0; other < kSlots; ++other) {
+        if (other == out || (used >> other & 1) == 0 || ((outputs >> other & 1) != 0 && other < out)) continue;
+        p.output[p.count] = static_cast<int8_t>(out);
+        p.input[p.count++] = static_cast<int8_t>(other);
+      }
+    }
+    return p;
+  }
+
+  // bind_fixed for a plan of a listed layout: each address stored at its constant offset in
+  // arb_operands, the pairs' slots constants too (only their spans are read from the plan).
+  template <int kLayout>
+  ARBITER_HOT_INLINE bool bind_layout(const arb_plan_operands& data, arb_operands& operands) const {
+    constexpr PlanLayout kUsed = kPlanLayouts[kLayout];
+    constexpr PairSlots kPairs = pair_slots(kUsed.used, kUsed.outputs);
+    uint64_t stray = 0;  // the slots the op does not use must be NULL
+    uint64_t addresses = 0;
+    bool bad = false;
+    const auto slot = [&]<int kSlot>(std::integral_constant<int, kSlot>) {
+      const auto address = reinterpret_cast<uint64_t>(data.tensors[kSlot]);
+      if constexpr ((kUsed.used >> kSlot & 1) == 0) {
+        stray |= address;
+      } else {
+        constexpr int kRank = __builtin_popcount(kUsed.used & ((1u << kSlot) - 1));  // its index in uses_
+        bad |= address - 1 >= uses_[kRank].last_start;
+        addresses |= address;
+        __builtin_memcpy(reinterpret_cast<char*>(&operands) + kUsed.offset[kSlot], &address, sizeof address);
+      }
+    };
+    [&]<int... kSlot>(std::integer_sequence<int, kSlot...>) {
+      (slot(std::integral_constant<int, kSlot>{}), ...);
+    }(std::make_integer_sequence<int, kSlots>{});
+    bad |= stray != 0;
+    [&]<int... kPair>(std::integer_sequence<int, kPair...>) {
+      ((bad |= reinterpret_cast<uint64_t>(data.tensors[kPairs.output[kPair]]) -
+                       reinterpret_cast<uint64_t>(data.tensors[kPairs.input[kPair]]) + pairs_[kPair].shift <
+                   pairs_[kPair].limit),
+       ...);
+    }(std::make_integer_sequence<int, kPairs.count>{});
+    if (bad) [[unlikely]]
+      refuse(data);
+    if ((addresses & alignment_mask_) == 0) [[likely]]
+      return true;
+    if ((addresses & element_misalignment_) != 0) refuse(data);
+    return false;
+  }
 
   // Addresses less aligned than the plan's: dispatched for their own alignment class (a
   // selection lookup per run; the kernel for that class chosen, and verified, once).
@@ -165,6 +231,7 @@ class Plan {
   int used_count_ = 0;
   Pair pairs_[kMaxPairs] = {};
   int pair_count_ = 0;
+  int layout_ = -1;         // in kPlanLayouts, or -1
   Binder binder_ = nullptr;  // bind_fixed for the used slots (uses_, in slot order) and pair_count_
   std::atomic<const Selection*> selection_{nullptr};  // stored before generation_, both under select_mutex_
   std::atomic<uint64_t> generation_{0};

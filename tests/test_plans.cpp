@@ -1,6 +1,9 @@
 // Plans (arb_plan_create / arb_plan_run, core/plan.hpp): a run computes what the op's call
 // computes on the same data, takes new addresses, refuses bad ones before touching memory,
 // runs from many threads, and follows dispatch when a kernel is quarantined.
+#include "common/failure.hpp"
+#include "plan.hpp"
+#include "problem/ops/ops.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
@@ -8,9 +11,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using arbiter::test::PublicContext;
@@ -413,4 +418,129 @@ TEST_CASE("plans: rope in place, positions checked against x") {
   CHECK(x2 == kept);
   o.tensors[1] = nullptr;
   CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+}
+
+namespace {
+
+// What a run of `plan` did: "ok", or the status and message it threw.
+template <int kLayout>
+std::string run_outcome(arbiter::Plan& plan, const arb_plan_operands& data) {
+  try {
+    plan.run<kLayout>(data, nullptr);
+    return "ok";
+  } catch (const arbiter::Failure& e) {
+    return std::string(arb_status_string(e.status())) + ": " + e.what();
+  }
+}
+template <int... kLayout>
+std::string run_as_layout(arbiter::Plan& plan, const arb_plan_operands& data, std::integer_sequence<int, kLayout...>) {
+  std::string outcome = "no layout";
+  ((plan.layout() == kLayout ? void(outcome = run_outcome<kLayout>(plan, data)) : void()), ...);
+  return outcome;
+}
+
+}  // namespace
+
+TEST_CASE("plans: every op's plan runs through its listed layout, which accepts and refuses as the general binder does") {
+  auto context = arbiter::test::make_context(arbiter::test::config_loading(arbiter::test::shipped_plugins(), ""));
+  const int64_t rows = 4, cols = 16;
+  // One 64-byte aligned buffer per slot, of cols x cols floats (b's shape, the largest).
+  std::vector<Floats> buffers;
+  for (uint32_t i = 0; i < 5; ++i) buffers.push_back(random_floats(cols * cols, 50 + i));
+  auto matrix = [&](int i) { return std::make_unique<Tensor>(buffers[static_cast<size_t>(i)].data(), std::vector<int64_t>{rows, cols}); };
+  auto row = [&](int i) { return std::make_unique<Tensor>(buffers[static_cast<size_t>(i)].data(), std::vector<int64_t>{cols}); };
+  struct Case {
+    std::string name;
+    const arbiter::Op* op;
+    const void* args;
+  };
+  // gemm rows x cols x cols with and without c (separate or d itself) and bias.
+  auto a = matrix(0), b = std::make_unique<Tensor>(buffers[1].data(), std::vector<int64_t>{cols, cols}), c = matrix(2),
+       bias = row(3), d = matrix(4);
+  std::vector<arb_gemm_args> gemms;
+  for (int variant = 0; variant < 6; ++variant) {
+    arb_gemm_args g = ARB_GEMM_ARGS_INIT;
+    g.a = &a->t;
+    g.b = &b->t;
+    g.d = &d->t;
+    if (variant & 1) g.bias = &bias->t;
+    if (variant >= 2) {
+      g.beta = 0.5f;
+      g.c = variant >= 4 ? &d->t : &c->t;
+    }
+    gemms.push_back(g);
+  }
+  auto x = matrix(0), residual = matrix(1), weight = row(2), y = matrix(3), up = matrix(1), gate = matrix(0);
+  arb_rmsnorm_args norm = ARB_RMSNORM_ARGS_INIT;
+  norm.x = &x->t;
+  norm.weight = &weight->t;
+  norm.y = &y->t;
+  arb_rmsnorm_args norm_residual = norm;
+  norm_residual.residual = &residual->t;
+  arb_softmax_args softmax = ARB_SOFTMAX_ARGS_INIT;
+  softmax.x = &x->t;
+  softmax.y = &y->t;
+  auto swiglu_y = matrix(2);
+  arb_swiglu_args swiglu = ARB_SWIGLU_ARGS_INIT;
+  swiglu.gate = &gate->t;
+  swiglu.up = &up->t;
+  swiglu.y = &swiglu_y->t;
+  std::vector<Case> cases;
+  for (size_t i = 0; i < gemms.size(); ++i) cases.push_back({"gemm " + std::to_string(i), &arbiter::gemm_op(), &gemms[i]});
+  cases.push_back({"rmsnorm", &arbiter::rmsnorm_op(), &norm});
+  cases.push_back({"rmsnorm with a residual", &arbiter::rmsnorm_op(), &norm_residual});
+  cases.push_back({"softmax", &arbiter::softmax_op(), &softmax});
+  cases.push_back({"swiglu", &arbiter::swiglu_op(), &swiglu});
+
+  for (const Case& test : cases) {
+    CAPTURE(test.name);
+    arbiter::Plan plan(*context, *test.op, test.args);
+    REQUIRE(plan.layout() >= 0);  // every op's plans are listed in kPlanLayouts
+    arb_plan_operands good = ARB_PLAN_OPERANDS_INIT;
+    std::vector<int> used;
+    // The plan's tensors, slot by slot, as plan_slots lists them.
+    arbiter::PlanSlots slots;
+    test.op->plan_slots(test.args, plan.problem(), slots);
+    for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot)
+      if (slots[static_cast<size_t>(slot)].tensor != nullptr) {
+        good.tensors[slot] = slots[static_cast<size_t>(slot)].tensor->data;
+        used.push_back(slot);
+      }
+    const auto layouts = std::make_integer_sequence<int, arbiter::kPlanLayoutCount>{};
+    auto same = [&](const arb_plan_operands& data, const char* what) {
+      CAPTURE(what);
+      const std::string general = run_outcome<-1>(plan, data), listed = run_as_layout(plan, data, layouts);
+      CHECK(general == listed);
+      return general;
+    };
+    CHECK(same(good, "the plan's own tensors") == "ok");
+    arb_plan_operands bad = good;
+    bad.struct_size = 8;
+    same(bad, "struct_size");
+    Floats spare = random_floats(cols * cols + 16, 60);
+    for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot) {
+      CAPTURE(slot);
+      bad = good;
+      if (good.tensors[slot] == nullptr) {
+        bad.tensors[slot] = spare.data();
+        CHECK(same(bad, "a stray tensor") != "ok");
+        continue;
+      }
+      bad.tensors[slot] = nullptr;
+      CHECK(same(bad, "NULL") != "ok");
+      bad.tensors[slot] = reinterpret_cast<char*>(spare.data()) + 2;
+      CHECK(same(bad, "not aligned for the dtype") != "ok");
+      bad.tensors[slot] = spare.data() + 1;
+      same(bad, "less aligned than the plan's");
+      bad.tensors[slot] = reinterpret_cast<void*>(UINTPTR_MAX - 64);
+      CHECK(same(bad, "past the end of the address space") != "ok");
+      for (int other : used) {  // onto each other tensor, and 4 floats past its start
+        if (other == slot) continue;
+        bad.tensors[slot] = good.tensors[other];
+        same(bad, "onto another tensor");
+        bad.tensors[slot] = static_cast<float*>(good.tensors[other]) + 4;
+        same(bad, "into another tensor");
+      }
+    }
+  }
 }

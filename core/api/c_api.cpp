@@ -18,10 +18,12 @@
 #include "plugin/plugin_record.hpp"
 #include "version.hpp"
 
+#include <array>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 struct arb_context_s {
@@ -33,9 +35,16 @@ struct arb_report_s {
   std::string json;
 };
 
+using arb_plan_runner = arb_status (*)(arb_plan, const arb_plan_operands*, void*) noexcept;
+namespace {
+arb_plan_runner plan_runner(int layout);
+}
+
 struct arb_plan_s {
-  arb_plan_s(arbiter::Context& context, const arbiter::Op& op, const void* args) : impl(context, op, args) {}
+  arb_plan_s(arbiter::Context& context, const arbiter::Op& op, const void* args)
+      : impl(context, op, args), run(plan_runner(impl.layout())) {}
   arbiter::Plan impl;
+  arb_plan_runner run;  // arb_plan_run's body for the plan's layout (plan_runner below)
 };
 
 namespace {
@@ -96,6 +105,26 @@ ARBITER_HOT_INLINE arb_status run_call(arb_context context, const Args* args, vo
   return guarded([&] { context->impl.run(call.problem, arbiter::fast_problem_words(args), call.operands, stream); });
 }
 
+// arb_plan_run past its NULL tests, for plans of the layout kLayout (or any plan: -1), flattened:
+// the checks, the binding at constant offsets, the launch and guarded() in one frame, which
+// arb_plan_run jumps to (each layer out of line cost a prologue and spilled registers).
+template <int kLayout>
+[[gnu::flatten]] arb_status run_plan(arb_plan plan, const arb_plan_operands* operands, void* stream) noexcept {
+  return guarded([&] {
+    if (stream != nullptr && plan->impl.problem().device_type == kDLCPU) [[unlikely]]
+      fail(ARB_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors (a CUDA stream goes with CUDA tensors)");
+    plan->impl.run<kLayout>(*operands, stream);
+  });
+}
+
+// A NULL plan or operands: the status and message.
+[[gnu::noinline]] arb_status plan_run_refused(arb_plan plan) {
+  return guarded([&] {
+    if (plan == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: plan is NULL");
+    fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: operands is NULL");
+  });
+}
+
 // Copies a report into the caller's buffer, NUL-terminated, or says how big it must be.
 void write_report(const std::string& text, char* buffer, size_t capacity, size_t* length) {
   if (length != nullptr) *length = text.size() + 1;
@@ -153,6 +182,13 @@ std::vector<arbiter::SuiteProblem> tune_problems_of(const arb_tune_options& opti
     problems[i].text = options.problems[i];
   }
   return problems;
+}
+
+arb_plan_runner plan_runner(int layout) {
+  static constexpr auto kRunners = []<int... kLayout>(std::integer_sequence<int, kLayout...>) {
+    return std::array<arb_plan_runner, sizeof...(kLayout)>{&run_plan<kLayout>...};
+  }(std::make_integer_sequence<int, arbiter::kPlanLayoutCount>{});
+  return layout >= 0 && layout < arbiter::kPlanLayoutCount ? kRunners[static_cast<size_t>(layout)] : &run_plan<-1>;
 }
 
 }  // namespace
@@ -350,18 +386,11 @@ ARB_API arb_status arb_plan_create(arb_context context, int32_t op, const void* 
   });
 }
 
-// Flattened: the plan's run, its launch and guarded() in one frame (each layer out of line cost a
-// prologue and spilled registers, a third of the run's overhead).
-[[gnu::flatten]] ARB_API arb_status arb_plan_run(arb_plan plan, const arb_plan_operands* operands, void* stream) {
-  return guarded([&] {
-    if (plan == nullptr) [[unlikely]]
-      fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: plan is NULL");
-    if (operands == nullptr) [[unlikely]]
-      fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: operands is NULL");
-    if (stream != nullptr && plan->impl.problem().device_type == kDLCPU) [[unlikely]]
-      fail(ARB_ERR_INVALID_ARGUMENT, "stream must be NULL for CPU tensors (a CUDA stream goes with CUDA tensors)");
-    plan->impl.run(*operands, stream);
-  });
+// The NULL tests, then a jump to the plan's runner (run_plan for its layout).
+ARB_API arb_status arb_plan_run(arb_plan plan, const arb_plan_operands* operands, void* stream) {
+  if (plan == nullptr || operands == nullptr) [[unlikely]]
+    return plan_run_refused(plan);
+  return plan->run(plan, operands, stream);
 }
 
 ARB_API arb_status arb_plan_explain(arb_plan plan, char* buffer, size_t capacity, size_t* length) {
