@@ -59,6 +59,17 @@ class Context {
                               void* stream) {
     run_selection(dispatcher_.select(problem, words), problem, operands, stream);
   }
+  // The same for a problem held as its words (the calls' fast path) when the selection cache
+  // has it, launched with the cache's copy of the problem (the same bytes); false on a miss,
+  // with nothing done (the caller then runs the call in full, which selects).
+  ARBITER_HOT_INLINE bool run_cached(const uint64_t (&word)[kProblemWords], ProblemWords words,
+                                     const arb_operands& operands, void* stream) {
+    const auto hit = dispatcher_.find(word, words);
+    if (hit.value == nullptr) [[unlikely]]
+      return false;
+    run_selection(*hit.value, *hit.key, operands, stream);
+    return true;
+  }
   // The same with the selection already made (a plan's).
   ARBITER_HOT_INLINE void run_selection(const Selection& selection, const arb_problem& problem,
                                        const arb_operands& operands, void* stream) {
@@ -69,8 +80,10 @@ class Context {
   // The launch alone, for a selection whose attention is 0 (the caller tested it).
   ARBITER_HOT_INLINE void launch(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
                                  void* stream) {
-    kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
-                  selection.workspace_bytes, stream);
+    void* space = nullptr;  // most kernels take none: the test falls through to the launch
+    if (selection.workspace_bytes != 0) [[unlikely]]
+      space = workspace(problem, selection.workspace_bytes, stream);
+    kernel_launch(*selection.kernel, problem, operands, space, selection.workspace_bytes, stream);
   }
   // The shadow checks so far (verify.shadow_one_in).
   ShadowCheck::Counts shadow_counts() const { return shadow_.counts(); }

@@ -2,10 +2,13 @@
 #include "common/failure.hpp"
 #include "problem/problem_text.hpp"
 #include "dispatch/selection_cache.hpp"
+#include "problem/ops/ops.hpp"
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+
+#include <cstring>
 
 using namespace arbiter;
 
@@ -142,4 +145,21 @@ TEST_CASE("selection cache: many keys, growth, every key found again") {
     CHECK(*v == i);
   }
   CHECK(cache.find(parse_problem("gemm f32 m=1 n=1 k=4").problem, problem_hash(parse_problem("gemm f32 m=1 n=1 k=4").problem)) == nullptr);
+
+  // The same problems held as their words (the calls' fast path): the same value, and the
+  // cache's copy of the problem, which is the problem byte for byte.
+  const ProblemWords words = gemm_op().problem_words();
+  for (int i = 0; i < 5000; i += 7) {
+    const arb_problem& key = keys[static_cast<size_t>(i)];
+    uint64_t word[kProblemWords];
+    std::memcpy(word, &key, sizeof word);
+    const uint64_t hash = problem_hash(word, words);
+    CHECK(hash == problem_hash(key));
+    const auto hit = cache.find(word, hash, words);
+    REQUIRE(hit.value != nullptr);
+    CHECK(*hit.value == i);
+    CHECK(std::memcmp(hit.key, &key, sizeof key) == 0);
+    word[4] += 1000;  // m: another problem
+    CHECK(cache.find(word, problem_hash(word, words), words).value == nullptr);
+  }
 }

@@ -96,13 +96,22 @@ const arbiter::Op& op_of(const arb_rope_args*) { return arbiter::rope_op(); }
 // A call of an op, the hot path of arb_gemm, arb_rmsnorm and arb_softmax: the common case
 // (every tensor row-major, of one known dtype, sizes up to 2^30) built inline, its problem
 // selected and launched; anything else through run_op (call_fast_path.hpp).
+// A cache miss (the call's first, or after the context forgot its choices) runs through
+// run_op too, which selects.
 template <typename Args>
 ARBITER_HOT_INLINE arb_status run_call(arb_context context, const Args* args, void* stream) {
-  arbiter::Call call;
-  if (context == nullptr || !arbiter::build_call_fast(args, call) ||
-      (stream != nullptr && call.problem.device_type == kDLCPU)) [[unlikely]]
+  arbiter::fast_path::Problem problem;  // apart from the operands, whose address the launch takes
+  arb_operands operands;
+  if (context == nullptr || !arbiter::build_call_fast(args, problem, operands) ||
+      (stream != nullptr && ARBITER_FAST_GET(problem, device_type) == kDLCPU)) [[unlikely]]
     return run_op(context, op_of(args), args, stream);
-  return guarded([&] { context->impl.run(call.problem, arbiter::fast_problem_words(args), call.operands, stream); });
+  bool cached = true;
+  const arb_status status = guarded([&] {
+    cached = context->impl.run_cached(problem.word, arbiter::fast_problem_words(args), operands, stream);
+  });
+  if (!cached) [[unlikely]]
+    return run_op(context, op_of(args), args, stream);
+  return status;
 }
 
 // arb_plan_run past its NULL tests, for plans of the layout kLayout (or any plan: -1), flattened:

@@ -86,6 +86,11 @@ class Dispatcher {
     if (const Selection* hit = cache_.find(problem, hash, words)) return *hit;
     return select_on_miss(problem, hash);
   }
+  // The cache alone, for a problem held as its words (the calls' fast path): the selection and
+  // the cache's copy of the problem, or nulls on a miss (the caller then calls select()).
+  SelectionCache<Selection>::Hit find(const uint64_t (&word)[kProblemWords], ProblemWords words) const noexcept {
+    return cache_.find(word, problem_hash(word, words), words);
+  }
   // Any problem: its op's words looked up, and the problem checked to be zero outside them
   // (Failure(ARB_ERR_INVALID_ARGUMENT) otherwise).
   const Selection& select(const arb_problem& problem) { return select(problem, words_of(problem)); }

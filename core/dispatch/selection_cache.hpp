@@ -33,6 +33,23 @@ class SelectionCache {
     }
   }
 
+  // find() of a problem held as its words, answering the cache's copy of the problem too: on a
+  // hit it is the problem byte for byte (zero outside `words`, as the cache's are), and lives as
+  // long as the cache.
+  struct Hit {
+    const Value* value;
+    const arb_problem* key;
+  };
+  Hit find(const uint64_t (&word)[kProblemWords], uint64_t hash, ProblemWords words) const noexcept {
+    const Table* table = current_.load(std::memory_order_acquire);
+    for (size_t i = hash & table->mask;; i = (i + 1) & table->mask) {
+      const Slot& slot = table->slots[i];
+      const Value* value = slot.value.load(std::memory_order_acquire);
+      if (value == nullptr) return {nullptr, nullptr};
+      if (slot.hash == hash && same_problem(slot.key, word, words)) return {value, &slot.key};
+    }
+  }
+
   // Caller holds the writers' lock and has checked that key is absent.
   void insert(const arb_problem& key, uint64_t hash, const Value* value) {
     Table* table = current_.load(std::memory_order_relaxed);

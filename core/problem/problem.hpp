@@ -90,14 +90,32 @@ inline constexpr auto kProblemHashMultipliers = [] {
   for (uint64_t& v : m) v = ((k += 0xd6e8feb86659fd93ull) >> 33) | 1u;  // below 2^31
   return m;
 }();
-inline uint64_t problem_hash(const arb_problem& problem, ProblemWords words = kAllProblemWords) noexcept {
+// The hash of the words word_at(i) gives (problem_word(), or a problem's words as values).
+template <typename WordAt>
+inline uint64_t hash_of_words(WordAt word_at, ProblemWords words) noexcept {
   uint64_t h = 0;
 #pragma GCC unroll 64
   for (size_t i = 0; i < kProblemWords; ++i)
-    if ((words >> i & 1) != 0) h += problem_word(problem, i) * kProblemHashMultipliers[i];
+    if ((words >> i & 1) != 0) h += word_at(i) * kProblemHashMultipliers[i];
   h ^= h >> 32;
   h *= 0xff51afd7ed558ccdull;
   return h ^ (h >> 33);
+}
+inline uint64_t problem_hash(const arb_problem& problem, ProblemWords words = kAllProblemWords) noexcept {
+  return hash_of_words([&](size_t i) { return problem_word(problem, i); }, words);
+}
+// The same of a problem held as its words (the calls' fast path: values in registers).
+inline uint64_t problem_hash(const uint64_t (&word)[kProblemWords], ProblemWords words) noexcept {
+  return hash_of_words([&](size_t i) { return word[i]; }, words);
+}
+// same_problem() of a problem and one held as its words, one word at a time: a value in a
+// register against a load, a compare and a branch each (accumulating the differences costs a
+// third instruction a word).
+inline bool same_problem(const arb_problem& a, const uint64_t (&word)[kProblemWords], ProblemWords words) noexcept {
+#pragma GCC unroll 64
+  for (size_t i = 0; i < kProblemWords; ++i)
+    if ((words >> i & 1) != 0 && problem_word(a, i) != word[i]) return false;
+  return true;
 }
 
 // The largest power of two, at most 256, that divides every value (addresses, byte strides).

@@ -1,8 +1,10 @@
 // The calls' common case, built inline on the path of every arb_gemm / arb_rmsnorm /
 // arb_softmax / arb_swiglu (core/api/c_api.cpp): each operand checked once by tensor_fast_path.hpp, the
-// problem and operands written in place. Always inlined (GCC would keep each out of line:
-// too large) so that the problem's hash and the selection cache's compare fold with the
-// fields just set, the other ops' fields being known zeros.
+// operands written in place and the problem held as its words (fast_path::Problem), values in
+// registers that are hashed and compared with the selection cache's problems and never stored
+// (a hit launches with the cache's copy). Always inlined (GCC would keep each out of line: too
+// large) so that the hash and the compare fold with the fields just set, the other ops' fields
+// being known zeros.
 //
 // build_call_fast answers false for anything outside the common case and for every error,
 // without a message: the caller then runs the op's build_call (gemm.cpp, rmsnorm.cpp,
@@ -27,7 +29,7 @@ constexpr ProblemWords fast_problem_words(const arb_softmax_args*) { return kSof
 constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwigluProblemWords; }
 
 // gemm: a, b, d (c with beta != 0, bias when given) 2-D row-major matrices (bias a vector).
-[[gnu::always_inline]] inline bool build_call_fast(const arb_gemm_args* args, Call& call) {
+[[gnu::always_inline]] inline bool build_call_fast(const arb_gemm_args* args, fast_path::Problem& p, arb_operands& o) {
   using namespace fast_path;
   if (args == nullptr || args->struct_size < ARB_GEMM_ARGS_STRUCT_SIZE) return false;
   if (((args->trans_a | args->trans_b) & ~1) != 0 || args->reserved != 0) return false;  // each 0 or 1
@@ -39,19 +41,17 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
   const int64_t n = args->trans_b ? b.rows : b.cols;
   if ((args->trans_b ? b.cols : b.rows) != k || d.rows != m || d.cols != n) return false;
   if (overlap(d, a) || overlap(d, b)) return false;
-  start_call(ARB_OP_GEMM, kind, call);
-  arb_problem& p = call.problem;
-  arb_operands& o = call.operands;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.batch = 1;
-  p.lda = a.ld;
-  p.ldb = b.ld;
-  p.ldd = d.ld;
-  p.trans_a = args->trans_a;
-  p.trans_b = args->trans_b;
-  p.activation = args->activation;
+  start_call(ARB_OP_GEMM, kind, p, o);
+  ARBITER_FAST_SET(p, m, m);
+  ARBITER_FAST_SET(p, n, n);
+  ARBITER_FAST_SET(p, k, k);
+  ARBITER_FAST_SET(p, batch, 1);
+  ARBITER_FAST_SET(p, lda, a.ld);
+  ARBITER_FAST_SET(p, ldb, b.ld);
+  ARBITER_FAST_SET(p, ldd, d.ld);
+  ARBITER_FAST_SET(p, trans_a, args->trans_a);
+  ARBITER_FAST_SET(p, trans_b, args->trans_b);
+  ARBITER_FAST_SET(p, activation, args->activation);
   o.a = a.data;
   o.b = b.data;
   o.d = d.data;
@@ -64,12 +64,12 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
     if (!matrix(args->c, kind, c) || c.rows != m || c.cols != n) return false;
     if (c.data == d.data) {
       if (c.ld != d.ld) return false;
-      p.c_is_d = 1;
+      ARBITER_FAST_SET(p, c_is_d, 1);
     } else if (overlap(d, c)) {
       return false;
     }
-    p.has_c = 1;
-    p.ldc = c.ld;
+    ARBITER_FAST_SET(p, has_c, 1);
+    ARBITER_FAST_SET(p, ldc, c.ld);
     o.c = c.data;
     addresses |= address(c.data);
     strides |= static_cast<uint64_t>(c.ld);
@@ -77,7 +77,7 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
   if (args->bias != nullptr) {
     Span bias;
     if (!vector(args->bias, kind, n, bias) || overlap(d, bias)) return false;
-    p.has_bias = 1;
+    ARBITER_FAST_SET(p, has_bias, 1);
     o.bias = bias.data;
     addresses |= address(bias.data);
   }
@@ -87,31 +87,31 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
 // The two row ops' x and y: 2-D row-major matrices of one shape that do not overlap.
 [[gnu::always_inline]] inline bool bind_rows_fast(const DLTensor* x_tensor, const DLTensor* y_tensor, arb_op op,
                                                   fast_path::Kind& kind, fast_path::Span& x, fast_path::Span& y,
-                                                  Call& call) {
+                                                  fast_path::Problem& p, arb_operands& o) {
   using namespace fast_path;
   if (!first_matrix(x_tensor, kind, x) || !matrix(y_tensor, kind, y)) return false;
   if (y.rows != x.rows || y.cols != x.cols || overlap(y, x)) return false;
-  start_call(op, kind, call);
-  call.problem.rows = x.rows;
-  call.problem.cols = x.cols;
-  call.problem.ld_x = x.ld;
-  call.problem.ld_y = y.ld;
-  call.operands.x = x.data;
-  call.operands.y = y.data;
+  start_call(op, kind, p, o);
+  ARBITER_FAST_SET(p, rows, x.rows);
+  ARBITER_FAST_SET(p, cols, x.cols);
+  ARBITER_FAST_SET(p, ld_x, x.ld);
+  ARBITER_FAST_SET(p, ld_y, y.ld);
+  o.x = x.data;
+  o.y = y.data;
   return true;
 }
 
-[[gnu::always_inline]] inline bool build_call_fast(const arb_softmax_args* args, Call& call) {
+[[gnu::always_inline]] inline bool build_call_fast(const arb_softmax_args* args, fast_path::Problem& p, arb_operands& o) {
   using namespace fast_path;
   if (args == nullptr || args->struct_size < ARB_SOFTMAX_ARGS_STRUCT_SIZE) return false;
   Kind kind;
   Span x, y;
-  return bind_rows_fast(args->x, args->y, ARB_OP_SOFTMAX, kind, x, y, call) &&
-         set_alignment(address(x.data) | address(y.data), static_cast<uint64_t>(x.ld | y.ld), kind, call.problem);
+  return bind_rows_fast(args->x, args->y, ARB_OP_SOFTMAX, kind, x, y, p, o) &&
+         set_alignment(address(x.data) | address(y.data), static_cast<uint64_t>(x.ld | y.ld), kind, p);
 }
 
 // rmsnorm: x, y (and a residual) 2-D row-major, the weight a vector of x's columns.
-[[gnu::always_inline]] inline bool build_call_fast(const arb_rmsnorm_args* args, Call& call) {
+[[gnu::always_inline]] inline bool build_call_fast(const arb_rmsnorm_args* args, fast_path::Problem& p, arb_operands& o) {
   using namespace fast_path;
   if (args == nullptr || args->struct_size < ARB_RMSNORM_ARGS_STRUCT_SIZE || !(args->eps >= 0.0f)) return false;
   // reserved arrived with the field after eps: a shorter struct has none.
@@ -119,10 +119,10 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
     return false;
   Kind kind;
   Span x, y, weight;
-  if (!bind_rows_fast(args->x, args->y, ARB_OP_RMSNORM, kind, x, y, call)) return false;
+  if (!bind_rows_fast(args->x, args->y, ARB_OP_RMSNORM, kind, x, y, p, o)) return false;
   if (!vector(args->weight, kind, x.cols, weight) || overlap(y, weight)) return false;
-  call.operands.weight = weight.data;
-  call.operands.eps = args->eps;
+  o.weight = weight.data;
+  o.eps = args->eps;
   uint64_t addresses = address(x.data) | address(y.data) | address(weight.data);
   uint64_t strides = static_cast<uint64_t>(x.ld | y.ld);
   if (args->residual != nullptr) {
@@ -130,18 +130,18 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
     Span r;
     if (!matrix(args->residual, kind, r) || r.rows != x.rows || r.cols != x.cols) return false;
     if (overlap(y, r) || overlap(x, r) || overlap(x, weight)) return false;
-    call.problem.has_residual = 1;
-    call.problem.ld_residual = r.ld;
-    call.operands.residual = r.data;
+    ARBITER_FAST_SET(p, has_residual, 1);
+    ARBITER_FAST_SET(p, ld_residual, r.ld);
+    o.residual = r.data;
     addresses |= address(r.data);
     strides |= static_cast<uint64_t>(r.ld);
   }
-  return set_alignment(addresses, strides, kind, call.problem);
+  return set_alignment(addresses, strides, kind, p);
 }
 
 // swiglu: gate, up and y 2-D row-major of one shape; or, up NULL, gate [rows, 2 cols] holding
 // both halves (each with gate's row stride) and y [rows, cols].
-[[gnu::always_inline]] inline bool build_call_fast(const arb_swiglu_args* args, Call& call) {
+[[gnu::always_inline]] inline bool build_call_fast(const arb_swiglu_args* args, fast_path::Problem& p, arb_operands& o) {
   using namespace fast_path;
   if (args == nullptr || args->struct_size < ARB_SWIGLU_ARGS_STRUCT_SIZE) return false;
   Kind kind;
@@ -158,18 +158,26 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
   }
   if (!matrix(args->y, kind, y) || y.rows != gate.rows || y.cols != gate.cols) return false;
   if (overlap(y, whole) || (args->up != nullptr && overlap(y, up))) return false;
-  start_call(ARB_OP_SWIGLU, kind, call);
-  arb_problem& p = call.problem;
-  p.rows = gate.rows;
-  p.cols = gate.cols;
-  p.ld_gate = gate.ld;
-  p.ld_up = up.ld;
-  p.ld_y = y.ld;
-  call.operands.gate = gate.data;
-  call.operands.up = up.data;
-  call.operands.y = y.data;
+  start_call(ARB_OP_SWIGLU, kind, p, o);
+  o.gate = gate.data;
+  o.up = up.data;
+  o.y = y.data;
+  ARBITER_FAST_SET(p, rows, gate.rows);
+  ARBITER_FAST_SET(p, cols, gate.cols);
+  ARBITER_FAST_SET(p, ld_gate, gate.ld);
+  ARBITER_FAST_SET(p, ld_up, up.ld);
+  ARBITER_FAST_SET(p, ld_y, y.ld);
   return set_alignment(address(gate.data) | address(up.data) | address(y.data),
                        static_cast<uint64_t>(gate.ld | up.ld | y.ld), kind, p);
+}
+
+// The same as a Call (tests/test_call_fast_path.cpp compares it with build_call's).
+template <typename Args>
+bool build_call_fast(const Args* args, Call& call) {
+  fast_path::Problem problem;
+  if (!build_call_fast(args, problem, call.operands)) return false;
+  call.problem = problem.problem();
+  return true;
 }
 
 }  // namespace arbiter

@@ -10,6 +10,7 @@
 #include <arbiter/arbiter.h>
 #include <arbiter/plugin.h>
 
+#include "common/hot_path.hpp"
 #include "problem/op.hpp"
 #include "problem/problem.hpp"
 
@@ -144,39 +145,61 @@ inline bool overlap(const Span& a, const Span& b) {
   return x < y + b.bytes && y < x + a.bytes;
 }
 
+// The problem a call builds, as the words the selection cache hashes and compares (problem.hpp,
+// problem_word): values the compiler keeps in registers, never stored. On a cache hit the call
+// launches with the cache's copy of the problem, which is this one byte for byte (the cache's
+// problems, like these, are zero outside their op's words); problem() writes it out.
+struct Problem {
+  uint64_t word[kProblemWords];
+  // A field, at its offset in arb_problem: SET(p, m, value).
+  template <size_t kOffset, typename T>
+  ARBITER_HOT_INLINE void set(T value) {
+    static_assert((sizeof(T) == 4 || sizeof(T) == 8) && kOffset % sizeof(T) == 0);
+    uint64_t& w = word[kOffset / sizeof(uint64_t)];
+    if constexpr (sizeof(T) == 8) {
+      w = static_cast<uint64_t>(value);
+    } else {
+      constexpr int kShift = kOffset % sizeof(uint64_t) * 8;
+      w = (w & ~(uint64_t{0xffffffff} << kShift)) | uint64_t{static_cast<uint32_t>(value)} << kShift;
+    }
+  }
+  template <size_t kOffset, typename T>
+  ARBITER_HOT_INLINE T get() const {
+    static_assert((sizeof(T) == 4 || sizeof(T) == 8) && kOffset % sizeof(T) == 0);
+    return static_cast<T>(word[kOffset / sizeof(uint64_t)] >> (kOffset % sizeof(uint64_t) * 8));
+  }
+  arb_problem problem() const {
+    arb_problem p;
+    std::memcpy(&p, word, sizeof p);
+    return p;
+  }
+};
+static_assert(sizeof(Problem) == sizeof(arb_problem));
+#define ARBITER_FAST_SET(p, field, value) \
+  (p).template set<offsetof(arb_problem, field), decltype(arb_problem::field)>(static_cast<decltype(arb_problem::field)>(value))
+#define ARBITER_FAST_GET(p, field) (p).template get<offsetof(arb_problem, field), decltype(arb_problem::field)>()
+
 // The problem's alignment class (call_alignment, tensor_views.hpp) from the OR of its operand
 // addresses and of its row strides; false when an address is not aligned for the dtype (the
 // class then falls below the element size).
-[[gnu::always_inline]] inline bool set_alignment(uint64_t addresses, uint64_t strides, const Kind& kind, arb_problem& p) {
-  p.alignment = alignment_class({addresses, strides << kind.element_shift});
-  return p.alignment >= 1 << kind.element_shift;
+[[gnu::always_inline]] inline bool set_alignment(uint64_t addresses, uint64_t strides, const Kind& kind, Problem& p) {
+  const int32_t alignment = alignment_class({addresses, strides << kind.element_shift});
+  ARBITER_FAST_SET(p, alignment, alignment);
+  return alignment >= 1 << kind.element_shift;
 }
 
 // The problem as the detailed path starts it (empty_problem, then the first operand's dtype
-// and device) and the operands zeroed: the cache compares the problem's bytes, so every one
-// must match. Field by field rather than a memset: GCC makes a memset of this size a
-// `rep stos`, a loop that costs as many instructions as it stores words, and these stores
-// are mostly overwritten or known zeros that fold into the hash.
-inline void start_call(arb_op op, const Kind& kind, Call& call) {
-  static_assert(sizeof(arb_problem) == 224 && sizeof(arb_operands) == 120,
-                "arb_problem or arb_operands grew: set the new fields here");
-  arb_problem& p = call.problem;
-  p.struct_size = sizeof p;
-  p.op = op;
-  p.dtype = kind.code;
-  p.device_type = kind.device_type;
-  p.device_id = kind.device_id;
-  p.alignment = p.flags = 0;
-  p.m = p.n = p.k = p.batch = 0;
-  p.lda = p.ldb = p.ldc = p.ldd = 0;
-  p.trans_a = p.trans_b = p.activation = p.has_c = p.has_bias = p.c_is_d = 0;
-  p.rows = p.cols = p.ld_x = p.ld_y = p.ld_residual = 0;
-  p.has_residual = p.reserved = 0;
-  p.ld_gate = p.ld_up = 0;
-  p.heads = p.ld_head = p.max_position = 0;
-  p.rope_theta = 0.0;
-  p.rope_layout = p.reserved_rope = 0;
-  arb_operands& o = call.operands;
+// and device: every other word zero) and the operands zeroed. The operands field by field
+// rather than a memset: GCC makes a memset of this size a `rep stos`, a loop that costs as many
+// instructions as it stores words, and these stores are mostly overwritten.
+inline void start_call(arb_op op, const Kind& kind, Problem& p, arb_operands& o) {
+  static_assert(sizeof(arb_operands) == 120, "arb_operands grew: set the new fields here");
+  p = Problem{};  // not a loop: GCC would make it a memset, which keeps the words in memory
+  ARBITER_FAST_SET(p, struct_size, sizeof(arb_problem));
+  ARBITER_FAST_SET(p, op, op);
+  ARBITER_FAST_SET(p, dtype, kind.code);
+  ARBITER_FAST_SET(p, device_type, kind.device_type);
+  ARBITER_FAST_SET(p, device_id, kind.device_id);
   o.struct_size = sizeof o;
   o.a = o.b = o.c = o.bias = o.residual = o.weight = nullptr;
   o.d = o.x = o.y = nullptr;
