@@ -25,7 +25,7 @@ class SelectionCache {
   // words compares the whole problems.
   const Value* find(const arb_problem& key, uint64_t hash, ProblemWords words = kAllProblemWords) const noexcept {
     const Table* table = current_.load(std::memory_order_acquire);
-    for (size_t i = hash & table->mask;; i = (i + 1) & table->mask) {
+    for (size_t i = table->home(hash);; i = (i + 1) & table->mask) {
       const Slot& slot = table->slots[i];
       const Value* value = slot.value.load(std::memory_order_acquire);
       if (value == nullptr) return nullptr;
@@ -42,7 +42,7 @@ class SelectionCache {
   };
   Hit find(const uint64_t (&word)[kProblemWords], uint64_t hash, ProblemWords words) const noexcept {
     const Table* table = current_.load(std::memory_order_acquire);
-    for (size_t i = hash & table->mask;; i = (i + 1) & table->mask) {
+    for (size_t i = table->home(hash);; i = (i + 1) & table->mask) {
       const Slot& slot = table->slots[i];
       const Value* value = slot.value.load(std::memory_order_acquire);
       if (value == nullptr) return {nullptr, nullptr};
@@ -79,14 +79,18 @@ class SelectionCache {
     arb_problem key{};
   };
   struct Table {
-    explicit Table(size_t capacity) : mask(capacity - 1), slots(new Slot[capacity]) {}
+    explicit Table(size_t capacity)
+        : mask(capacity - 1), shift(64 - static_cast<unsigned>(__builtin_ctzll(capacity))), slots(new Slot[capacity]) {}
+    // A hash's first slot: its top bits (problem_hash mixes every bit of the problem into them).
+    size_t home(uint64_t hash) const { return static_cast<size_t>(hash >> shift); }
     size_t mask;
+    unsigned shift;  // 64 - log2(capacity); the capacity is a power of two, at least 64
     std::unique_ptr<Slot[]> slots;
     size_t used = 0;
   };
 
   static void place(Table& table, const arb_problem& key, uint64_t hash, const Value* value) {
-    size_t i = hash & table.mask;
+    size_t i = table.home(hash);
     while (table.slots[i].value.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table.mask;
     table.slots[i].hash = hash;
     table.slots[i].key = key;

@@ -80,7 +80,8 @@ inline bool same_problem(const arb_problem& a, const arb_problem& b, ProblemWord
 }
 
 // One independent multiply per word (a different odd constant for each position, so no
-// chain of dependent multiplies), then a final avalanche. A zero word adds nothing: the hash
+// chain of dependent multiplies), then one multiply by 2^64 / golden ratio (Fibonacci hashing):
+// its top bits depend on every bit of the sum, and the selection cache takes its slot from them. A zero word adds nothing: the hash
 // over an op's words alone (words outside them zero) is this hash, and where the problem is
 // built in the same function its known zeros fold away. The constants fit an imul's 32-bit
 // immediate: one instruction per word, its load included.
@@ -97,9 +98,7 @@ inline uint64_t hash_of_words(WordAt word_at, ProblemWords words) noexcept {
 #pragma GCC unroll 64
   for (size_t i = 0; i < kProblemWords; ++i)
     if ((words >> i & 1) != 0) h += word_at(i) * kProblemHashMultipliers[i];
-  h ^= h >> 32;
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
+  return h * 0x9e3779b97f4a7c15ull;
 }
 inline uint64_t problem_hash(const arb_problem& problem, ProblemWords words = kAllProblemWords) noexcept {
   return hash_of_words([&](size_t i) { return problem_word(problem, i); }, words);

@@ -89,15 +89,17 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
                                                   fast_path::Kind& kind, fast_path::Span& x, fast_path::Span& y,
                                                   fast_path::Problem& p, arb_operands& o) {
   using namespace fast_path;
-  if (!first_matrix(x_tensor, kind, x) || !matrix(y_tensor, kind, y)) return false;
+  start_operands(o);  // first: each address is stored as soon as it is checked
+  if (!first_matrix(x_tensor, kind, x)) return false;
+  o.x = x.data;
+  if (!matrix(y_tensor, kind, y)) return false;
+  o.y = y.data;
   if (y.rows != x.rows || y.cols != x.cols || overlap(y, x)) return false;
-  start_call(op, kind, p, o);
+  start_problem(op, kind, p);
   ARBITER_FAST_SET(p, rows, x.rows);
   ARBITER_FAST_SET(p, cols, x.cols);
   ARBITER_FAST_SET(p, ld_x, x.ld);
   ARBITER_FAST_SET(p, ld_y, y.ld);
-  o.x = x.data;
-  o.y = y.data;
   return true;
 }
 

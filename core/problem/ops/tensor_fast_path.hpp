@@ -75,11 +75,12 @@ inline bool first_kind(const DLTensor* t, uint32_t ndim, Kind& kind) {
   return h.device == kDLCPU || (kind.device_type == kDLCUDA && kind.device_id >= 0);  // the CPU: device_id 0
 }
 
-// An operand in memory: `bytes` spans from `data` to just past its last element.
+// An operand in memory: from `data` to `end`, just past its last element (the end kept rather
+// than the size: the overlap tests compare it as it is).
 struct Span {
   char* data;
   int64_t rows, cols, ld;
-  uint64_t bytes;
+  uintptr_t end;
 };
 
 // A tensor whose header check_header() accepted, with its rows, cols and ld set: data
@@ -89,9 +90,8 @@ inline bool placed(const DLTensor& t, const Kind& kind, Span& s) {
   if (t.data == nullptr || __builtin_add_overflow(reinterpret_cast<uintptr_t>(t.data), t.byte_offset, &data))
     return false;
   s.data = reinterpret_cast<char*>(data);
-  s.bytes = static_cast<uint64_t>((s.rows - 1) * s.ld + s.cols) << kind.element_shift;
-  uintptr_t end;
-  return !__builtin_add_overflow(data, s.bytes, &end);
+  const auto bytes = static_cast<uint64_t>((s.rows - 1) * s.ld + s.cols) << kind.element_shift;
+  return !__builtin_add_overflow(data, bytes, &s.end);
 }
 
 // The tensor's device, ndim and dtype are those of the kind.
@@ -141,8 +141,7 @@ inline bool vector(const DLTensor* t, const Kind& kind, int64_t size, Span& v) {
 
 // Do the two spans share memory? (Neither wraps the address around: placed() checked.)
 inline bool overlap(const Span& a, const Span& b) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a.data), y = reinterpret_cast<uintptr_t>(b.data);
-  return x < y + b.bytes && y < x + a.bytes;
+  return reinterpret_cast<uintptr_t>(a.data) < b.end && reinterpret_cast<uintptr_t>(b.data) < a.end;
 }
 
 // The problem a call builds, as the words the selection cache hashes and compares (problem.hpp,
@@ -185,26 +184,32 @@ static_assert(sizeof(Problem) == sizeof(arb_problem));
 [[gnu::always_inline]] inline bool set_alignment(uint64_t addresses, uint64_t strides, const Kind& kind, Problem& p) {
   const int32_t alignment = alignment_class({addresses, strides << kind.element_shift});
   ARBITER_FAST_SET(p, alignment, alignment);
-  return alignment >= 1 << kind.element_shift;
+  return (alignment >> kind.element_shift) != 0;  // alignment >= the element's bytes (both powers of two)
 }
 
 // The problem as the detailed path starts it (empty_problem, then the first operand's dtype
 // and device: every other word zero) and the operands zeroed. The operands field by field
 // rather than a memset: GCC makes a memset of this size a `rep stos`, a loop that costs as many
 // instructions as it stores words, and these stores are mostly overwritten.
-inline void start_call(arb_op op, const Kind& kind, Problem& p, arb_operands& o) {
+inline void start_operands(arb_operands& o) {
   static_assert(sizeof(arb_operands) == 120, "arb_operands grew: set the new fields here");
+  o.struct_size = sizeof o;
+  o.a = o.b = o.c = o.bias = o.residual = o.weight = nullptr;
+  o.d = o.x = o.y = nullptr;
+  o.alpha = o.beta = o.eps = o.reserved = 0.0f;
+  o.gate = o.up = o.positions = nullptr;
+}
+inline void start_problem(arb_op op, const Kind& kind, Problem& p) {
   p = Problem{};  // not a loop: GCC would make it a memset, which keeps the words in memory
   ARBITER_FAST_SET(p, struct_size, sizeof(arb_problem));
   ARBITER_FAST_SET(p, op, op);
   ARBITER_FAST_SET(p, dtype, kind.code);
   ARBITER_FAST_SET(p, device_type, kind.device_type);
   ARBITER_FAST_SET(p, device_id, kind.device_id);
-  o.struct_size = sizeof o;
-  o.a = o.b = o.c = o.bias = o.residual = o.weight = nullptr;
-  o.d = o.x = o.y = nullptr;
-  o.alpha = o.beta = o.eps = o.reserved = 0.0f;
-  o.gate = o.up = o.positions = nullptr;
+}
+inline void start_call(arb_op op, const Kind& kind, Problem& p, arb_operands& o) {
+  start_problem(op, kind, p);
+  start_operands(o);
 }
 
 }  // namespace arbiter::fast_path
