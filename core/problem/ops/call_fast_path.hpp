@@ -19,6 +19,10 @@
 
 #include <arbiter/arbiter.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
 namespace arbiter {
 
 // The words of the problem each builds (start_call writes every other word zero): the cache
@@ -32,15 +36,25 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
 [[gnu::always_inline]] inline bool build_call_fast(const arb_gemm_args* args, fast_path::Problem& p, arb_operands& o) {
   using namespace fast_path;
   if (args == nullptr || args->struct_size < ARB_GEMM_ARGS_STRUCT_SIZE) return false;
-  if (((args->trans_a | args->trans_b) & ~1) != 0 || args->reserved != 0) return false;  // each 0 or 1
+  // trans_a and trans_b as one word, as the problem holds them too: each 0 or 1.
+  static_assert(offsetof(arb_gemm_args, trans_b) == offsetof(arb_gemm_args, trans_a) + 4 &&
+                offsetof(arb_problem, trans_b) == offsetof(arb_problem, trans_a) + 4 &&
+                offsetof(arb_problem, trans_a) % 8 == 0);
+  uint64_t transposes;
+  std::memcpy(&transposes, &args->trans_a, sizeof transposes);
+  if ((transposes & ~uint64_t{0x100000001}) != 0 || args->reserved != 0) return false;
+  const bool trans_a = (transposes & 1) != 0, trans_b = (transposes >> 32) != 0;
   if (args->activation < ARB_ACT_NONE || args->activation > ARB_ACT_SILU) return false;
   Kind kind;
   Span a, b, d;
-  if (!first_matrix(args->a, kind, a) || !matrix(args->b, kind, b) || !matrix(args->d, kind, d)) return false;
-  const int64_t m = args->trans_a ? a.cols : a.rows, k = args->trans_a ? a.rows : a.cols;
-  const int64_t n = args->trans_b ? b.rows : b.cols;
-  if ((args->trans_b ? b.cols : b.rows) != k || d.rows != m || d.cols != n) return false;
-  if (overlap(d, a) || overlap(d, b)) return false;
+  // d right after a and each overlap test as soon as its two spans are known: fewer spans live
+  // at once (the order decides nothing: any refusal goes to the detailed checks).
+  if (!first_matrix(args->a, kind, a) || !matrix(args->d, kind, d) || overlap(d, a)) return false;
+  if (!matrix(args->b, kind, b) || overlap(d, b)) return false;
+  // m and n are d's (once op(a) and op(b) agree with it), k op(a)'s columns.
+  const int64_t m = d.rows, n = d.cols, k = trans_a ? a.rows : a.cols;
+  if ((trans_a ? a.cols : a.rows) != m || (trans_b ? b.rows : b.cols) != n || (trans_b ? b.cols : b.rows) != k)
+    return false;
   start_call(ARB_OP_GEMM, kind, p, o);
   ARBITER_FAST_SET(p, m, m);
   ARBITER_FAST_SET(p, n, n);
@@ -49,8 +63,7 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
   ARBITER_FAST_SET(p, lda, a.ld);
   ARBITER_FAST_SET(p, ldb, b.ld);
   ARBITER_FAST_SET(p, ldd, d.ld);
-  ARBITER_FAST_SET(p, trans_a, args->trans_a);
-  ARBITER_FAST_SET(p, trans_b, args->trans_b);
+  p.set<offsetof(arb_problem, trans_a), uint64_t>(transposes);  // trans_a and trans_b
   ARBITER_FAST_SET(p, activation, args->activation);
   o.a = a.data;
   o.b = b.data;
