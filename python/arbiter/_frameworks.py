@@ -59,6 +59,15 @@ class _DLPackOnly(NumPy):
     def contiguous(x):
         return np.ascontiguousarray(np.from_dlpack(x))
 
+    @staticmethod
+    def writable(x):
+        # What NumPy's import says (DLPack 1.0 carries a read-only flag); an object NumPy cannot
+        # import is left for the library to take or refuse.
+        try:
+            return np.from_dlpack(x).flags.writeable
+        except (BufferError, RuntimeError, TypeError, ValueError):
+            return True
+
 
 class Torch:
     name = "torch"

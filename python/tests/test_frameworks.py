@@ -90,6 +90,16 @@ def test_any_dlpack_object(ctx, rng):
     np.testing.assert_allclose(d, ref.gemm(a, b), rtol=1e-5, atol=1e-5)
 
 
+def test_a_read_only_dlpack_object_is_not_written(ctx):
+    import arbiter
+
+    x = np.ones((2, 8), np.float32)
+    x.flags.writeable = False  # DLPack 1.0 says so: rmsnorm's residual update is refused
+    with pytest.raises(arbiter.InvalidArgumentError, match="in place, and this dlpack array is read-only"):
+        ctx.rmsnorm(Wrapped(x), np.ones(8, np.float32), residual=np.ones((2, 8), np.float32))
+    assert np.all(x == 1)
+
+
 def swiglu_case(rng):
     """(gate, up, the same as one fused [..., 2n] tensor, check(y, kind)) for the framework tests."""
     gate, up = ref.random(rng, (3, 2, 40), np.float32, scale=3.0), ref.random(rng, (3, 2, 40), np.float32)
