@@ -212,19 +212,49 @@ def halves(fw, x):
 
 def check_residual_target(fw, x, residual):
     """rmsnorm with a residual writes x (x += residual): refuses an x of `fw` that is read-only."""
-    if residual is not None and not fw.writable(x):
-        raise InvalidArgumentError(1, f"rmsnorm with a residual updates x in place, and this {fw.name} array is read-only")
+    if residual is not None:
+        check_in_place_target(fw, x, "rmsnorm with a residual updates x in place")
+
+
+def check_in_place_target(fw, x, what):
+    """Refuses an x of `fw` that is read-only (a JAX array, a read-only NumPy view): `what` writes it."""
+    if not fw.writable(x):
+        raise InvalidArgumentError(1, f"{what}, and this {fw.name} array is read-only")
+
+
+def stream_handle(fw, like, stream):
+    """The stream a call on `like` runs on: `stream` when given (a raw handle as an int, or a
+    stream object with ``cuda_stream``, as PyTorch's, or ``ptr``, as CuPy's), else the current
+    stream of `like`'s framework."""
+    if stream is None:
+        return fw.stream(like)
+    if isinstance(stream, int):
+        return stream
+    for attribute in ("cuda_stream", "ptr"):
+        handle = getattr(stream, attribute, None)
+        if isinstance(handle, int):
+            return handle
+    raise TypeError(f"stream: expected None, an int handle or a CUDA stream object, got {type(stream).__name__}")
+
+
+def call_rope(x, positions, call, in_place=True):
+    """rope's `call(operands, bfloat16_mask)` on [x, positions] (call_with_copies): x is rotated in
+    place, so it is refused when read-only (unless not `in_place`: explain writes nothing) and
+    never copied; positions that are not compact are copied."""
+    if in_place:
+        check_in_place_target(framework_of(x), x, "rope rotates x in place")
+    return call_with_copies(None, [x, positions], ("positions",), call, names=("x", "positions"))
 
 
 def call_with_copies(out, operands, copyable, call, names=None):
     """Returns `call(operands, bfloat16_mask)`; where the extension says an input's view cannot be
     expressed, copies that input (with its own framework) and calls again. The last operand is
     the output, which is never copied (the result would be lost): a read-only one is refused
-    here. `copyable` names the inputs that may be copied; `names` all inputs, in order (default:
-    `copyable`)."""
+    here (`out` None: the op has no output of its own, as rope, which writes an input). `copyable`
+    names the inputs that may be copied; `names` all inputs, in order (default: `copyable`)."""
     names = names or copyable
-    out_framework = framework_of(out)
-    if not out_framework.writable(out):
+    out_framework = None if out is None else framework_of(out)
+    if out_framework is not None and not out_framework.writable(out):
         raise InvalidArgumentError(1, f"out is read-only (a {out_framework.name} array): the result cannot be written into it")
     mask = 0
     if any(getattr(x, "dtype", None) is BFLOAT16 for x in operands):  # any: a mixed call is named by dtype

@@ -19,14 +19,25 @@ _NumPy = _frameworks.NumPy
 _RETRY_IN_GENERAL_PATH = _frameworks.RETRY_IN_GENERAL_PATH
 
 _ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2, "gelu": 2, "gelu_erf": 3, "silu": 4}
+# arb_rope_layout: which elements of a head turn together.
+_ROPE_LAYOUTS = {"half": 0, "interleaved": 1}
 
-def _activation(act) -> int:
+
+def _choice(argument, value, table) -> int:
     try:
-        return _ACTIVATIONS[act]
+        return table[value]
     except (KeyError, TypeError):
         raise InvalidArgumentError(
-            1, f"act={act!r}: expected one of {', '.join(repr(k) for k in _ACTIVATIONS)}"
+            1, f"{argument}={value!r}: expected one of {', '.join(repr(k) for k in table)}"
         ) from None
+
+
+def _activation(act) -> int:
+    return _choice("act", act, _ACTIVATIONS)
+
+
+def _rope_layout(layout) -> int:
+    return _choice("layout", layout, _ROPE_LAYOUTS)
 
 
 def _swiglu_shape(gate, up):
@@ -131,6 +142,28 @@ class Context:
         except _RETRY_IN_GENERAL_PATH:
             return self._swiglu(gate, up, out, False)
 
+    def rope(self, x, positions, theta: float = 500000.0, max_position: int = 8192, layout: str = "half",
+             stream=None):
+        """Rotary position embedding, **in place**: x [..., heads, head_dim] (f32, f16 or bf16; the
+        leading dimensions are the tokens) has each pair of a head turned by the angle
+        ``position * theta ** (-2i / head_dim)``, i the pair's index: ``x1, x2 = x1 cos - x2 sin,
+        x2 cos + x1 sin``. `layout` "half" pairs element i with i + head_dim/2 (Hugging Face's
+        rotate_half), "interleaved" pairs 2i with 2i + 1 (Meta's Llama reference). positions are
+        int32 (convert int64 ones first), of x's leading shape, each in [0, max_position) (checked
+        for CPU tensors). x keeps its strides: a view with a head stride of its own (the Q or K
+        columns of a fused QKV output) turns where it is; it is never copied, so it must be
+        writable and have a contiguous last dimension. `stream`: None runs on the framework's
+        current stream; or an int handle or a stream object. Returns x."""
+        try:  # the fast path (see gemm); a read-only x is refused by the general path
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+            if fw.writable(x):
+                self._c.rope(x, positions, theta, max_position, _ROPE_LAYOUTS[layout],
+                             _frameworks.stream_handle(fw, x, stream), 0, False)
+                return x
+        except _RETRY_IN_GENERAL_PATH:
+            pass
+        return self._rope(x, positions, theta, max_position, layout, False, stream)
+
     # ---- plans: an operation bound once, run many times ----------------------------------
 
     def plan_gemm(self, a, b, bias=None, c=None, alpha: float = 1.0, beta: float = 0.0, act: str = "none",
@@ -203,6 +236,17 @@ class Context:
             error = refused
         raise error from None
 
+    def plan_rope(self, x, positions, theta: float = 500000.0, max_position: int = 8192,
+                  layout: str = "half") -> "plans.RopePlan":
+        """The arguments of :meth:`rope`, bound once (see :meth:`plan_gemm`); nothing is rotated
+        now. ``plan.run(x, positions, stream=None)`` rotates x in place and returns it; theta,
+        max_position and layout are the plan's. Runs check CPU positions against max_position, as
+        the call does."""
+        layout_code = _rope_layout(layout)
+        c_plan = _frameworks.call_rope(x, positions, lambda ops, mask: self._c.plan_rope(
+            ops[0], ops[1], theta, max_position, layout_code, mask))
+        return plans.RopePlan(self, c_plan, tuple(x.shape))
+
     @staticmethod
     def _gemm_shape(a, b):
         if len(a.shape) != 2 or len(b.shape) != 2:
@@ -220,18 +264,20 @@ class Context:
         if not tensors and not kwargs:
             return self._c.explain_problem(op_or_problem)
         call = {"gemm": self._gemm, "rmsnorm": self._rmsnorm, "softmax": self._softmax,
-                "swiglu": self._swiglu}.get(op_or_problem)
+                "swiglu": self._swiglu, "rope": self._rope}.get(op_or_problem)
         if call is None:
-            raise InvalidArgumentError(1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax or swiglu)")
+            raise InvalidArgumentError(
+                1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax, swiglu or rope)")
         defaults = {
             "gemm": dict(bias=None, c=None, alpha=1.0, beta=0.0, act="none", out=None),
             "rmsnorm": dict(eps=1e-6, residual=None, out=None),
             "softmax": dict(out=None),
             "swiglu": dict(up=None, out=None),
+            "rope": dict(theta=500000.0, max_position=8192, layout="half"),
         }[op_or_problem]
         # The arguments that may be given by position, in the call's order (swiglu's up is optional).
         names = {"gemm": ("a", "b"), "rmsnorm": ("x", "weight"), "softmax": ("x",),
-                 "swiglu": ("gate", "up")}[op_or_problem]
+                 "swiglu": ("gate", "up"), "rope": ("x", "positions")}[op_or_problem]
         values = dict(zip(names, tensors))
         values.update(kwargs)
         unknown = set(values) - set(names) - set(defaults)
@@ -315,6 +361,13 @@ class Context:
             out = fw.empty(_swiglu_shape(gate, up), gate)
         return self._call(fw, out, [gate, up, out], ("gate", "up"), lambda ops, mask: self._c.swiglu(
             ops[0], ops[1], ops[2], fw.stream(gate), mask, explain), explain)
+
+    def _rope(self, x, positions, theta, max_position, layout, explain, stream=None):
+        layout_code = _rope_layout(layout)
+        handle = 0 if explain else _frameworks.stream_handle(_frameworks.framework_of(x), x, stream)
+        report = _frameworks.call_rope(x, positions, lambda ops, mask: self._c.rope(
+            ops[0], ops[1], theta, max_position, layout_code, handle, mask, explain), in_place=not explain)
+        return report if explain else x
 
     @staticmethod
     def _call(fw, out, operands, copyable, call, explain, names=None):

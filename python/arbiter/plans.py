@@ -1,7 +1,7 @@
 """Plans: one operation's arguments bound once (checked, kernel chosen, workspace sized) and run
 many times on new tensors of the same shapes, strides, dtype and device, as a decode loop calls
 the same few shapes. Made by ``Context.plan_gemm`` / ``plan_rmsnorm`` / ``plan_softmax`` /
-``plan_swiglu`` (docs/python.md, "Plans"; the C ABI underneath: docs/plans.md)."""
+``plan_swiglu`` / ``plan_rope`` (docs/python.md, "Plans"; the C ABI underneath: docs/plans.md)."""
 
 from __future__ import annotations
 
@@ -205,3 +205,33 @@ class SwiGLUPlan(Plan):
         _frameworks.call_with_copies(out, [gate, up, out], ("gate", "up"), lambda ops, mask: self._p.swiglu(
             ops[0], ops[1], ops[2], stream, mask))
         return fw.result(out)
+
+
+class RopePlan(Plan):
+    """Rotary position embedding of x in place, with the plan's theta, max_position and layout."""
+
+    op = "rope"
+
+    def __init__(self, context, c_plan, x_shape):
+        super().__init__(context, c_plan, x_shape)
+        self._run_rope = c_plan.rope
+
+    def __repr__(self) -> str:
+        return f"<arbiter.RopePlan: rope, x of shape {self._out_shape}>"
+
+    def run(self, x, positions, stream=None):
+        """Rotates `x` in place by `positions` (int32, x's leading shape; CPU ones are checked
+        against the plan's max_position). Returns x."""
+        try:  # the fast path (see GemmPlan.run); a read-only x is refused by _run
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+            if fw.writable(x):
+                self._run_rope(x, positions, _frameworks.stream_handle(fw, x, stream), 0)
+                return x
+        except _RETRY_IN_GENERAL_PATH:
+            pass
+        return self._run(x, positions, stream)
+
+    def _run(self, x, positions, stream):
+        handle = _frameworks.stream_handle(_frameworks.framework_of(x), x, stream)
+        _frameworks.call_rope(x, positions, lambda ops, mask: self._run_rope(ops[0], ops[1], handle, mask))
+        return x

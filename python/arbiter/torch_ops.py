@@ -5,6 +5,8 @@
     torch.ops.arbiter.rmsnorm_residual(x, residual, weight, eps=1e-6) -> Tensor   (x += residual, in place)
     torch.ops.arbiter.softmax(x) -> Tensor
     torch.ops.arbiter.swiglu(gate, up=None) -> Tensor    (silu(gate) * up; up None: gate is [..., 2n], both halves)
+    torch.ops.arbiter.rope(x, positions, theta=500000.0, max_position=8192, layout="half") -> None
+        (rotary position embedding of x [..., heads, head_dim] in place: Tensor(a!) x; int32 positions)
 
 with fake (meta) implementations, so that they trace under ``torch.compile`` and run on the
 process-wide context (``arbiter.default_context()``). CUDA tensors run on the current stream.
@@ -82,3 +84,20 @@ def _(gate, up=None):
                  lambda: f"arbiter::swiglu: with up None, gate's last dimension holds both halves and must be even, "
                          f"gate is {list(gate.shape)}")
     return gate.new_empty((*gate.shape[:-1], gate.shape[-1] // 2))
+
+
+@torch.library.custom_op("arbiter::rope", mutates_args=("x",))
+def rope(x: Tensor, positions: Tensor, theta: float = 500000.0, max_position: int = 8192, layout: str = "half") -> None:
+    # Returns nothing: a custom op may not return an alias of its input, and x is the result.
+    default_context().rope(x.detach(), _data(positions), theta=theta, max_position=max_position, layout=layout)
+
+
+@rope.register_fake
+def _(x, positions, theta=500000.0, max_position=8192, layout="half"):
+    torch._check(x.dim() >= 3 and x.shape[-1] % 2 == 0,
+                 lambda: f"arbiter::rope: x must be [..., heads, head_dim] with an even head_dim, x is {list(x.shape)}")
+    torch._check(positions.dtype == torch.int32,
+                 lambda: f"arbiter::rope: positions must be int32 (convert with .to(torch.int32)), got {positions.dtype}")
+    torch._check(positions.shape == x.shape[:-2],
+                 lambda: f"arbiter::rope: positions must have x's leading shape {list(x.shape[:-2])}, "
+                         f"got {list(positions.shape)}")

@@ -58,6 +58,13 @@ void describe_swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Out
   if (up && rows_layout(operands.slots[1]) != Layout::as_is) needs_copy("up");
 }
 
+void describe_rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, uint32_t bf16,
+                   CallOperands& operands) {
+  make_operand(x, "x", bf16 & 1, operands.slots[0]);
+  make_index_operand(positions, "positions", operands.slots[1]);
+  if (!is_compact(operands.slots[1])) needs_copy("positions");
+}
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta) {
   arb_gemm_args args = ARB_GEMM_ARGS_INIT;
   args.a = operands.slots[0].get();
@@ -98,17 +105,29 @@ arb_swiglu_args swiglu_args(const CallOperands& operands) {
   return args;
 }
 
+arb_rope_args rope_args(const CallOperands& operands, double theta, int64_t max_position, int32_t layout) {
+  arb_rope_args args = ARB_ROPE_ARGS_INIT;
+  args.x = operands.slots[0].get();
+  args.positions = operands.slots[1].get();
+  args.theta = theta;
+  args.max_position = max_position;
+  args.layout = layout;
+  return args;
+}
+
 const char* slot_name(int32_t op, int slot) {
   static constexpr const char* kGemm[] = {"a", "b", "c", "bias", "out"};
   static constexpr const char* kRmsNorm[] = {"x", "residual", "weight", "out", "-"};
   static constexpr const char* kSoftmax[] = {"x", "out", "-", "-", "-"};
   static constexpr const char* kSwiglu[] = {"gate", "up", "out", "-", "-"};
+  static constexpr const char* kRope[] = {"x", "positions", "-", "-", "-"};
   if (slot < 0 || slot >= ARB_PLAN_MAX_TENSORS) return "-";
   switch (op) {
     case ARB_OP_GEMM: return kGemm[slot];
     case ARB_OP_RMSNORM: return kRmsNorm[slot];
     case ARB_OP_SOFTMAX: return kSoftmax[slot];
     case ARB_OP_SWIGLU: return kSwiglu[slot];
+    case ARB_OP_ROPE: return kRope[slot];
     default: return "-";
   }
 }
@@ -119,6 +138,7 @@ const char* op_name(int32_t op) {
     case ARB_OP_RMSNORM: return "rmsnorm";
     case ARB_OP_SOFTMAX: return "softmax";
     case ARB_OP_SWIGLU: return "swiglu";
+    case ARB_OP_ROPE: return "rope";
     default: return "unknown";
   }
 }

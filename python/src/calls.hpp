@@ -20,7 +20,7 @@ using Output = nb::ndarray<>;
 
 // The operands in the order of the op's args struct, which is also the order of
 // arb_plan_operands' slots (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x, y;
-// swiglu gate, up, y).
+// swiglu gate, up, y; rope x, positions).
 // Not copyable: each DLTensor points into its own Operand's shape and strides.
 struct CallOperands {
   Operand slots[ARB_PLAN_MAX_TENSORS];
@@ -32,8 +32,8 @@ struct CallOperands {
 };
 
 // `bf16` is a mask of the operands (bit i: the i-th, in argument order: gemm a, b, c, bias, out;
-// rmsnorm x, residual, weight, out; softmax x, out; swiglu gate, up, out) that are NumPy bfloat16
-// arrays passed as uint16 views, to be read as bfloat16.
+// rmsnorm x, residual, weight, out; softmax x, out; swiglu gate, up, out; rope x) that are NumPy
+// bfloat16 arrays passed as uint16 views, to be read as bfloat16.
 void describe_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                    const Output& d, uint32_t bf16, CallOperands& operands);
 void describe_rmsnorm(const nb::ndarray<nb::ro>& x, const Input& residual, const nb::ndarray<nb::ro>& weight,
@@ -42,11 +42,16 @@ void describe_softmax(const nb::ndarray<nb::ro>& x, const Output& y, uint32_t bf
 // swiglu: up absent when gate is one fused [..., 2n] gate/up output (the C call's up NULL).
 void describe_swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output& y, uint32_t bf16,
                      CallOperands& operands);
+// rope: x is rotated in place, so it is never reported for a copy (the library names what is
+// wrong with a view it cannot take); positions are int32 indices, copied when not compact.
+void describe_rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, uint32_t bf16,
+                   CallOperands& operands);
 
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta);
 arb_rmsnorm_args rmsnorm_args(const CallOperands& operands, float eps);
 arb_softmax_args softmax_args(const CallOperands& operands);
 arb_swiglu_args swiglu_args(const CallOperands& operands);
+arb_rope_args rope_args(const CallOperands& operands, double theta, int64_t max_position, int32_t layout);
 
 // A report by arb_explain's buffer protocol (ask for the size, then fill) into `text`, without
 // raising, so that it can run without the GIL. `write(buffer, capacity, &length)` makes the call.
@@ -63,7 +68,7 @@ arb_status read_report(Write write, std::string& text) {
 
 // The Python names of an op's operands in slot order (the output is `out`, as the caller passes it).
 const char* slot_name(int32_t op, int slot);
-// An arb_op's name as the problem syntax spells it ("gemm", ..., "swiglu"); "unknown" for another.
+// An arb_op's name as the problem syntax spells it ("gemm", ..., "rope"); "unknown" for another.
 const char* op_name(int32_t op);
 
 }  // namespace arbiter::python

@@ -118,6 +118,18 @@ class Context {
     return std::nullopt;
   }
 
+  // Rotates x [..., heads, head_dim] in place by the angles of int32 positions (x's leading shape);
+  // layout: arb_rope_layout. The library checks CPU positions against max_position.
+  std::optional<std::string> rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, double theta,
+                                  int64_t max_position, int32_t layout, uintptr_t stream, uint32_t bf16, bool explain) {
+    CallOperands operands;
+    describe_rope(x, positions, bf16, operands);
+    const arb_rope_args args = rope_args(operands, theta, max_position, layout);
+    if (explain) return explain_call(ContextUse(*state_).get(), ARB_OP_ROPE, &args);
+    call([&](arb_context context) { return arb_rope(context, &args, reinterpret_cast<void*>(stream)); });
+    return std::nullopt;
+  }
+
   // Plans: the same arguments as the operations, bound once (plan.hpp).
   Plan* plan_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                   const Output& d, int32_t activation, float alpha, float beta, uint32_t bf16) {
@@ -149,6 +161,14 @@ class Context {
     describe_swiglu(gate, up, y, bf16, operands);
     const arb_swiglu_args args = swiglu_args(operands);
     return Plan::create(state_, ARB_OP_SWIGLU, &args, operands);
+  }
+
+  Plan* plan_rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, double theta,
+                  int64_t max_position, int32_t layout, uint32_t bf16) {
+    CallOperands operands;
+    describe_rope(x, positions, bf16, operands);
+    const arb_rope_args args = rope_args(operands, theta, max_position, layout);
+    return Plan::create(state_, ARB_OP_ROPE, &args, operands);
   }
 
   std::string explain_problem(const std::string& problem) {
@@ -208,7 +228,8 @@ NB_MODULE(_arbiter, m) {
       .def("gemm", &Plan::gemm, "a"_a, "b"_a, "c"_a.none(), "bias"_a.none(), "d"_a, "stream"_a, "bf16"_a)
       .def("rmsnorm", &Plan::rmsnorm, "x"_a, "residual"_a.none(), "weight"_a, "y"_a, "stream"_a, "bf16"_a)
       .def("softmax", &Plan::softmax, "x"_a, "y"_a, "stream"_a, "bf16"_a)
-      .def("swiglu", &Plan::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a);
+      .def("swiglu", &Plan::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a)
+      .def("rope", &Plan::rope, "x"_a, "positions"_a, "stream"_a, "bf16"_a);
 
   nb::class_<Context>(m, "_Context")
       .def(nb::init<std::optional<std::string>, std::optional<std::string>>(), "config_path"_a.none(),
@@ -220,6 +241,8 @@ NB_MODULE(_arbiter, m) {
            "explain"_a)
       .def("softmax", &Context::softmax, "x"_a, "y"_a, "stream"_a, "bf16"_a, "explain"_a)
       .def("swiglu", &Context::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a, "explain"_a)
+      .def("rope", &Context::rope, "x"_a, "positions"_a, "theta"_a, "max_position"_a, "layout"_a, "stream"_a, "bf16"_a,
+           "explain"_a)
       // A plan keeps its context object alive (keep_alive<0, 1>): only an explicit close() ends it early.
       .def("plan_gemm", &Context::plan_gemm, "a"_a, "b"_a, "c"_a.none(), "bias"_a.none(), "d"_a, "activation"_a,
            "alpha"_a, "beta"_a, "bf16"_a, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
@@ -229,6 +252,8 @@ NB_MODULE(_arbiter, m) {
            nb::keep_alive<0, 1>())
       .def("plan_swiglu", &Context::plan_swiglu, "gate"_a, "up"_a.none(), "y"_a, "bf16"_a, nb::rv_policy::take_ownership,
            nb::keep_alive<0, 1>())
+      .def("plan_rope", &Context::plan_rope, "x"_a, "positions"_a, "theta"_a, "max_position"_a, "layout"_a, "bf16"_a,
+           nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
       .def("explain_problem", &Context::explain_problem, "problem"_a)
       .def("plugins", &Context::plugins)
       .def("verify", &Context::verify, "problem"_a, "kernel"_a.none(), "full"_a)

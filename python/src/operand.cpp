@@ -7,16 +7,18 @@
 
 namespace arbiter::python {
 
-void make_operand(const nb::ndarray<nb::ro>& array, const char* name, bool bf16_from_u16, Operand& operand) {
+namespace {
+
+DLDataType dtype_of(const nb::ndarray<nb::ro>& array) {
+  return DLDataType{static_cast<uint8_t>(array.dtype().code), static_cast<uint8_t>(array.dtype().bits),
+                    static_cast<uint16_t>(array.dtype().lanes)};
+}
+
+// `operand` over `array`'s memory, with `dtype` (checked by the caller).
+void fill_operand(const nb::ndarray<nb::ro>& array, const char* name, DLDataType dtype, Operand& operand) {
   const int ndim = static_cast<int>(array.ndim());
   if (ndim > kMaxDims)
     raise_error(ARB_ERR_INVALID_ARGUMENT, std::string(name) + " has " + std::to_string(ndim) + " dimensions (at most 16)");
-  DLDataType dtype{static_cast<uint8_t>(array.dtype().code), static_cast<uint8_t>(array.dtype().bits),
-                   static_cast<uint16_t>(array.dtype().lanes)};
-  if (bf16_from_u16 && dtype.code == kDLUInt && dtype.bits == 16) dtype.code = kDLBfloat;
-  const bool supported = dtype.lanes == 1 && ((dtype.code == kDLFloat && (dtype.bits == 32 || dtype.bits == 16)) ||
-                                              (dtype.code == kDLBfloat && dtype.bits == 16));
-  if (!supported) raise_dtype_error(name, dtype);
   for (int i = 0; i < ndim; ++i) {
     operand.shape[i] = array.shape_ptr()[i];
     // nanobind fills strides (in elements) for every import; compact if ever absent.
@@ -32,6 +34,26 @@ void make_operand(const nb::ndarray<nb::ro>& array, const char* name, bool bf16_
   operand.tensor.shape = operand.shape;
   operand.tensor.strides = operand.strides;
   operand.present = true;
+}
+
+}  // namespace
+
+void make_operand(const nb::ndarray<nb::ro>& array, const char* name, bool bf16_from_u16, Operand& operand) {
+  DLDataType dtype = dtype_of(array);
+  if (bf16_from_u16 && dtype.code == kDLUInt && dtype.bits == 16) dtype.code = kDLBfloat;
+  const bool supported = dtype.lanes == 1 && ((dtype.code == kDLFloat && (dtype.bits == 32 || dtype.bits == 16)) ||
+                                              (dtype.code == kDLBfloat && dtype.bits == 16));
+  if (!supported) raise_dtype_error(name, dtype);
+  fill_operand(array, name, dtype, operand);
+}
+
+void make_index_operand(const nb::ndarray<nb::ro>& array, const char* name, Operand& operand) {
+  const DLDataType dtype = dtype_of(array);
+  if (dtype.code != kDLInt || dtype.bits != 32 || dtype.lanes != 1)
+    raise_dtype_error(std::string(name) + " has dtype " + dtype_name(dtype) + ", but " + name +
+                      " must be int32: convert them first (NumPy: .astype(np.int32); PyTorch: .to(torch.int32)); "
+                      "arbiter does not convert them itself");
+  fill_operand(array, name, dtype, operand);
 }
 
 Layout rows_layout(const Operand& operand) {
@@ -61,6 +83,15 @@ Layout matrix_layout(const Operand& operand) {
   if (row_major) return Layout::as_is;
   const bool column_major = (rows <= 1 || row_stride == 1) && (cols <= 1 || col_stride >= rows);
   return column_major ? Layout::transposed : Layout::needs_copy;
+}
+
+bool is_compact(const Operand& operand) {
+  int64_t step = 1;
+  for (int i = operand.tensor.ndim - 1; i >= 0; --i) {
+    if (operand.shape[i] != 1 && operand.strides[i] != step) return false;
+    step *= operand.shape[i];
+  }
+  return true;
 }
 
 void transpose(Operand& operand) {

@@ -35,12 +35,18 @@ void make_operand(const nb::ndarray<nb::ro>& array, const char* name, bool bf16_
 inline void make_operand(const nb::ndarray<>& array, const char* name, bool bf16_from_u16, Operand& operand) {
   make_operand(nb::ndarray<nb::ro>(array), name, bf16_from_u16, operand);
 }
+// An operand of int32 indices (rope's positions): the same, but only int32 is taken; any other
+// dtype (int64 above all, PyTorch's and NumPy's default) is an arbiter.DTypeError that says to
+// convert it. Nothing is converted here: a device tensor would be copied behind the caller's back.
+void make_index_operand(const nb::ndarray<nb::ro>& array, const char* name, Operand& operand);
 
 // Rows of a row operation ([..., n]: unit last stride, leading dimensions that collapse into one
 // row stride of at least n), or a matrix as stored (as_is) or as the transpose of what is stored
 // (transposed: rows and columns swapped, so trans_* flips). Size-1 dimensions are free.
 Layout rows_layout(const Operand& operand);
 Layout matrix_layout(const Operand& operand);
+// Compact row-major (C order; the strides of size-1 dimensions are free).
+bool is_compact(const Operand& operand);
 // Rewrites a 2-D operand as its transpose (shape and strides swapped).
 void transpose(Operand& operand);
 

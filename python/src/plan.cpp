@@ -64,6 +64,7 @@ Plan::Plan(std::shared_ptr<ContextState> state, int32_t op, const CallOperands& 
 
 Plan* Plan::create(std::shared_ptr<ContextState> state, int32_t op, const void* args, const CallOperands& operands) {
   std::unique_ptr<Plan> plan(new Plan(std::move(state), op, operands));
+  if (op == ARB_OP_ROPE) plan->max_position_ = static_cast<const arb_rope_args*>(args)->max_position;
   ContextState& context = *plan->state_;
   arb_status status = ARB_OK;
   bool open = false;
@@ -147,6 +148,28 @@ void Plan::swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output
   arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
   check(given, data);
   run(data, stream);
+}
+
+void Plan::rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, uintptr_t stream, uint32_t bf16) {
+  expect_op(ARB_OP_ROPE, "rope");
+  CallOperands given;
+  describe_rope(x, positions, bf16, given);
+  arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
+  check(given, data);
+  check_positions(given.slots[1]);
+  run(data, stream);
+}
+
+void Plan::check_positions(const Operand& positions) const {
+  const DLTensor& t = positions.tensor;
+  if (t.device.device_type != kDLCPU) return;
+  int64_t count = 1;  // the plan's shape: the library checked its product
+  for (int i = 0; i < t.ndim; ++i) count *= positions.shape[i];
+  const auto* values = reinterpret_cast<const int32_t*>(static_cast<const char*>(t.data) + t.byte_offset);
+  for (int64_t i = 0; i < count; ++i)
+    if (values[i] < 0 || values[i] >= max_position_)
+      refuse("positions[" + std::to_string(i) + "] = " + std::to_string(values[i]) + " is outside [0, max_position = " +
+             std::to_string(max_position_) + ")");
 }
 
 void Plan::check(const CallOperands& given, arb_plan_operands& data) const {

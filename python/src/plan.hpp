@@ -37,6 +37,9 @@ class Plan {
                const Output& y, uintptr_t stream, uint32_t bf16);
   void softmax(const nb::ndarray<nb::ro>& x, const Output& y, uintptr_t stream, uint32_t bf16);
   void swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Output& y, uintptr_t stream, uint32_t bf16);
+  // x rotated in place. arb_plan_run reads no positions; CPU ones are checked here against the
+  // plan's max_position, as arb_rope checks them (device ones are the caller's to keep in range).
+  void rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, uintptr_t stream, uint32_t bf16);
 
   // A gemm planned with c the same memory as out (beta != 0, updated in place).
   bool in_place() const { return in_place_; }
@@ -59,6 +62,8 @@ class Plan {
   // `given` that differs from the plan's; else fills `data` with their addresses.
   void check(const CallOperands& given, arb_plan_operands& data) const;
   void run(const arb_plan_operands& data, uintptr_t stream);
+  // rope: every CPU position in [0, max_position_), else arbiter.InvalidArgumentError.
+  void check_positions(const Operand& positions) const;
   // Calls `use(plan_)` without the GIL, the context and the plan held open until it returns;
   // raises the failure it returns, or that the plan or its context is closed.
   template <typename Use>
@@ -83,6 +88,7 @@ class Plan {
   Layout layouts_[ARB_PLAN_MAX_TENSORS];
   int32_t trans_a_ = 0, trans_b_ = 0;
   bool in_place_ = false;
+  int64_t max_position_ = 0;  // rope's
   // Runs and explain hold state_->lifetime, then running_, shared; close takes running_ alone (not the
   // context's lock: a plan may be closed, or collected, inside a tune progress callback of its context).
   std::shared_mutex running_;

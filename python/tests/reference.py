@@ -65,6 +65,44 @@ def swiglu(gate, up=None):
     return ACTIVATIONS["silu"](g) * u
 
 
+def rope_pairs(layout, dim):
+    """The indices of each pair's two elements in a head of `dim`: (i, i + dim/2) for "half",
+    (2i, 2i + 1) for "interleaved"."""
+    i = np.arange(dim // 2)
+    return (i, i + dim // 2) if layout == "half" else (2 * i, 2 * i + 1)
+
+
+def rope_angles(positions, dim, theta):
+    """position * theta^(-2i / dim) for each token and pair: [..., 1, dim/2] (a head axis of 1)."""
+    return np.asarray(positions, np.float64)[..., None, None] * theta ** (-2.0 * np.arange(dim // 2) / dim)
+
+
+def rope(x, positions, theta=500000.0, layout="half"):
+    """x [..., heads, dim] with each pair (x1, x2) turned by its angle: x1 cos - x2 sin, x2 cos + x1 sin."""
+    x = f64(x)
+    first, second = rope_pairs(layout, x.shape[-1])
+    angle = rope_angles(positions, x.shape[-1], theta)
+    c, s = np.cos(angle), np.sin(angle)
+    y = np.empty_like(x)
+    y[..., first] = x[..., first] * c - x[..., second] * s
+    y[..., second] = x[..., second] * c + x[..., first] * s
+    return y
+
+
+def assert_rope_close(got, x, positions, theta, layout, dtype):
+    """`got` against rope(x): each element is two products of its pair, so the error is relative
+    to |x1| + |x2|; on top of that, a kernel that computes the angle as an f32 product (as the
+    library allows) turns the pair by up to 8 f32 ulps of the angle."""
+    x = f64(x)
+    first, second = rope_pairs(layout, x.shape[-1])
+    pair = np.abs(x[..., first]) + np.abs(x[..., second])
+    magnitude = np.empty_like(x)
+    magnitude[..., first] = magnitude[..., second] = pair
+    angle_error = np.empty_like(x)
+    angle_error[..., first] = angle_error[..., second] = 8 * 2.0**-24 * rope_angles(positions, x.shape[-1], theta) * pair
+    assert_close(got, rope(x, positions, theta, layout), dtype, 2, magnitude, slack=angle_error)
+
+
 def _finfo(dtype):
     if bfloat16 is not None and np.dtype(dtype) == np.dtype(bfloat16):
         import ml_dtypes
@@ -73,16 +111,16 @@ def _finfo(dtype):
     return np.finfo(dtype)
 
 
-def assert_close(got, want, dtype, terms, magnitude):
-    """|got - want| <= tol * magnitude elementwise, tol from the dtype's unit roundoff: one
-    rounding of the result, plus f32 accumulation over `terms` products (sqrt growth, with a
-    generous factor: this is a correctness test, not an accuracy benchmark)."""
+def assert_close(got, want, dtype, terms, magnitude, slack=0.0):
+    """|got - want| <= tol * magnitude (+ `slack`) elementwise, tol from the dtype's unit
+    roundoff: one rounding of the result, plus f32 accumulation over `terms` products (sqrt
+    growth, with a generous factor: this is a correctness test, not an accuracy benchmark)."""
     u = UNIT_ROUNDOFF[np.dtype(dtype)]
     tol = 4 * u + 8 * math.sqrt(max(terms, 1)) * 2.0**-24
     err = np.abs(f64(got) - want)
     # Results below the dtype's smallest subnormal round to it or to zero (f16: 6e-8).
     tiny = float(_finfo(dtype).smallest_subnormal)
-    bound = tol * (magnitude + np.abs(want)) + tiny
+    bound = tol * (magnitude + np.abs(want)) + tiny + slack
     worst = np.unravel_index(np.argmax(err / bound), err.shape) if err.size else None
     assert err.size == 0 or np.all(err <= bound), (
         f"max error {err[worst]:.3g} at {worst} (got {f64(got)[worst]:.6g}, want {want[worst]:.6g}, "

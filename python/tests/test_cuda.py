@@ -179,3 +179,34 @@ def test_torch_swiglu_calls_and_plans_on_cuda(ctx, dtype, shape):
         ref.assert_close(host64(got), want, TORCH_DTYPES[dtype], 1, np.abs(want))
     assert torch.equal(y, ctx.swiglu(gate, up))  # the fused call is its halves' problem
     assert "cuda" in plan.explain()
+
+
+@pytest.mark.parametrize("dtype", list(TORCH_DTYPES), ids=str)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_torch_rope_calls_and_plans_on_cuda(ctx, dtype, layout):
+    if not any(k.op == "rope" and k.device == "cuda" for p in ctx.plugins() if p.status == "loaded" for k in p.kernels):
+        pytest.skip("no CUDA rope kernel is loaded")
+    tokens, heads, kv_heads, dim = 33, 8, 2, 128
+    qkv = cuda_randn((tokens, (heads + 2 * kv_heads) * dim), dtype, 111)
+    q = qkv[:, :heads * dim].view(tokens, heads, dim)  # the Q columns of a fused QKV output, in place
+    g = torch.Generator(device="cuda").manual_seed(112)
+    positions = torch.randint(0, 8192, (tokens,), generator=g, device="cuda", dtype=torch.int32)
+    before = host64(qkv)
+    assert ctx.rope(q, positions, layout=layout) is q
+    plan = ctx.plan_rope(q, positions, layout=layout)
+    fresh = cuda_randn(qkv.shape, dtype, 113)
+    fresh_before = host64(fresh)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # runs on the caller's current stream
+        plan.run(fresh[:, :heads * dim].view(tokens, heads, dim), positions)
+    side.synchronize()
+    torch.cuda.synchronize()
+    p = positions.cpu().numpy()
+    for got, source in ((qkv, before), (fresh, fresh_before)):
+        x = source[:, :heads * dim].reshape(tokens, heads, dim)
+        ref.assert_rope_close(host64(got)[:, :heads * dim].reshape(tokens, heads, dim), x, p, 500000.0, layout,
+                              TORCH_DTYPES[dtype])
+        assert np.array_equal(host64(got)[:, heads * dim:], source[:, heads * dim:])
+    with pytest.raises(arbiter.DTypeError, match="int32"):
+        ctx.rope(q, positions.long())  # not converted behind the caller's back
+    assert "cuda" in plan.explain()

@@ -11,6 +11,11 @@ def f32(*shape):
     return np.ones(shape, np.float32)
 
 
+def tokens(n, dtype=np.int32):
+    """rope positions 0..n-1."""
+    return np.arange(n, dtype=dtype)
+
+
 def test_error_classes():
     assert issubclass(arbiter.InvalidArgumentError, ValueError)
     assert issubclass(arbiter.DTypeError, TypeError) and issubclass(arbiter.DTypeError, arbiter.InvalidArgumentError)
@@ -47,6 +52,32 @@ def test_error_classes():
         (lambda c: c.swiglu(np.ones((4, 8), np.int32)), arbiter.DTypeError, "int32"),
         (lambda c: c.swiglu(f32(4, 0), f32(4, 0)), arbiter.InvalidArgumentError, None),
         (lambda c: c.swiglu("not an array"), TypeError, None),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4, np.int64)), arbiter.DTypeError, "int64.*int32: convert"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4, np.float32)), arbiter.DTypeError, "positions has dtype float32"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4, np.uint32)), arbiter.DTypeError, "positions has dtype uint32"),
+        (lambda c: c.rope(np.ones((4, 2, 8), np.float64), tokens(4)), arbiter.DTypeError, "x has dtype float64"),
+        (lambda c: c.rope(np.ones((4, 2, 8), np.int32), tokens(4)), arbiter.DTypeError, "x has dtype int32"),
+        (lambda c: c.rope(f32(4, 16), tokens(4)), arbiter.InvalidArgumentError, r"x must be \[\.\.\., heads, head_dim\]"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(3)), arbiter.InvalidArgumentError, "leading shape"),
+        (lambda c: c.rope(f32(2, 4, 2, 8), tokens(8)), arbiter.InvalidArgumentError, "leading shape"),
+        (lambda c: c.rope(f32(4, 2, 7), tokens(4)), arbiter.InvalidArgumentError, "dim = 7 must be even"),
+        (lambda c: c.rope(f32(4, 2, 0), tokens(4)), arbiter.InvalidArgumentError, "size 0"),
+        (lambda c: c.rope(f32(4, 2, 1), tokens(4)), arbiter.InvalidArgumentError, "dim >= 2"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), max_position=3), arbiter.InvalidArgumentError,
+         r"positions\[3\] = 3 is outside \[0, max_position = 3\)"),
+        (lambda c: c.rope(f32(4, 2, 8), -tokens(4)), arbiter.InvalidArgumentError, r"positions\[1\] = -1 is outside"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), max_position=0), arbiter.InvalidArgumentError, "max_position = 0"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), max_position=2**24 + 1), arbiter.InvalidArgumentError,
+         "max_position = 16777217"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), theta=1.0), arbiter.InvalidArgumentError, "theta = 1 must be"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), theta=float("nan")), arbiter.InvalidArgumentError, "theta"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), layout="neox"), arbiter.InvalidArgumentError,
+         "layout='neox': expected one of 'half', 'interleaved'"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), layout=1), arbiter.InvalidArgumentError, "layout=1"),
+        (lambda c: c.rope(f32(4, 2, 8), "not an array"), TypeError, None),
+        (lambda c: c.rope("not an array", tokens(4)), TypeError, None),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), stream=7), arbiter.InvalidArgumentError, "stream must be NULL"),
+        (lambda c: c.rope(f32(4, 2, 8), tokens(4), stream="default"), TypeError, "stream"),
         (lambda c: c.explain("gemm f32 m=0 n=1"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("conv2d f32"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("attention", f32(2, 2)), arbiter.InvalidArgumentError, "unknown op"),
@@ -83,6 +114,27 @@ def test_outputs_overlapping_inputs_are_refused(ctx):
     with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
         ctx.swiglu(big[:, :8], f32(4, 8), out=big[:, 8:])
     assert np.all(gate == 1) and np.all(up == 1) and np.all(fused == 1)
+
+
+def test_rope_refusals_leave_x_as_it_was(ctx):
+    x = np.arange(4 * 2 * 8, dtype=np.float32).reshape(4, 2, 8)
+    before = x.copy()
+    for call in (lambda: ctx.rope(x, tokens(4), max_position=3),  # positions[3] out of range
+                 lambda: ctx.rope(x, tokens(4, np.int64)),
+                 lambda: ctx.rope(x, tokens(4), layout="neither")):
+        with pytest.raises(arbiter.InvalidArgumentError):
+            call()
+        assert np.array_equal(x, before)
+    # positions inside x's own memory, which the call writes
+    inside = x.reshape(-1).view(np.int32)[:4]
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        ctx.rope(x, inside)
+    assert np.array_equal(x, before)
+    read_only = x.copy()
+    read_only.flags.writeable = False
+    with pytest.raises(arbiter.InvalidArgumentError, match="rope rotates x in place, and this numpy array is read-only"):
+        ctx.rope(read_only, tokens(4))
+    assert np.array_equal(read_only, before)
 
 
 def test_read_only_output_is_refused(ctx):

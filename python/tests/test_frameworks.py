@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import arbiter
 import reference as ref
 
 
@@ -91,8 +92,6 @@ def test_any_dlpack_object(ctx, rng):
 
 
 def test_a_read_only_dlpack_object_is_not_written(ctx):
-    import arbiter
-
     x = np.ones((2, 8), np.float32)
     x.flags.writeable = False  # DLPack 1.0 says so: rmsnorm's residual update is refused
     with pytest.raises(arbiter.InvalidArgumentError, match="in place, and this dlpack array is read-only"):
@@ -140,3 +139,57 @@ def test_swiglu_jax_in_jax_out(ctx, rng):
     assert isinstance(b, jax.Array) and b.dtype == jnp.bfloat16
     want_bf16 = ref.swiglu(fused.astype(ref.bfloat16))
     ref.assert_close(np.asarray(b), want_bf16, ref.bfloat16, 1, np.abs(want_bf16))
+
+
+def rope_case(rng):
+    """(x [tokens, heads, dim], positions, check(x_after, kind)) for the framework tests."""
+    x, positions = ref.random(rng, (5, 3, 16), np.float32), np.array([0, 7, 100, 3, 8191], np.int32)
+
+    def check(y, kind, layout="half"):
+        assert isinstance(y, kind) and tuple(y.shape) == (5, 3, 16)
+        ref.assert_rope_close(np.asarray(y), x, positions, 500000.0, layout, np.float32)
+
+    return x, positions, check
+
+
+def test_rope_any_dlpack_object(ctx, rng):
+    x, positions, check = rope_case(rng)
+    mine = x.copy()
+    wrapped = Wrapped(mine)
+    assert ctx.rope(wrapped, Wrapped(positions)) is wrapped  # in place: x itself comes back
+    check(mine, np.ndarray)
+    mine = x.copy()
+    ctx.plan_rope(Wrapped(mine), Wrapped(positions), layout="interleaved").run(Wrapped(mine), Wrapped(positions))
+    check(mine, np.ndarray, "interleaved")
+    read_only = x.copy()
+    read_only.flags.writeable = False  # DLPack says so: refused, not written
+    with pytest.raises(arbiter.InvalidArgumentError, match="rope rotates x in place, and this dlpack array is read-only"):
+        ctx.rope(Wrapped(read_only), Wrapped(positions))
+    assert np.array_equal(read_only, x)
+
+
+def test_rope_torch_in_place(ctx, rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    x, positions, check = rope_case(rng)
+    t = torch.from_numpy(x.copy())
+    assert ctx.rope(t, torch.from_numpy(positions)) is t
+    check(t.numpy(), np.ndarray)
+    t = torch.from_numpy(x.copy())
+    ctx.plan_rope(t, torch.from_numpy(positions)).run(t, torch.from_numpy(positions))
+    check(t.numpy(), np.ndarray)
+    with pytest.raises(arbiter.DTypeError, match="int64.*int32"):
+        ctx.rope(t, torch.from_numpy(positions).long())
+
+
+def test_rope_jax(ctx, rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/install-deps.sh installs it)")
+    jnp = jax.numpy
+    x, positions, check = rope_case(rng)
+    with pytest.raises(arbiter.InvalidArgumentError, match="rope rotates x in place, and this jax array is read-only"):
+        ctx.rope(jnp.asarray(x), jnp.asarray(positions))
+    with pytest.raises(arbiter.InvalidArgumentError, match="in place"):
+        ctx.plan_rope(jnp.asarray(x), jnp.asarray(positions))
+    mine = x.copy()  # JAX positions with a NumPy x
+    ctx.rope(mine, jnp.asarray(positions))
+    check(mine, np.ndarray)
+    assert "rope f32 tokens=5 heads=3 dim=16" in ctx.explain("rope", jnp.asarray(x), jnp.asarray(positions))

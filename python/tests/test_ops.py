@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
+import arbiter
 import reference as ref
 
 SHAPES = [(1, 1, 1), (3, 5, 7), (16, 32, 8), (64, 64, 64), (17, 33, 65), (128, 96, 200)]
@@ -199,3 +200,112 @@ def test_swiglu_bfloat16_numpy_and_explain(ctx, rng):
     text = ctx.explain("swiglu", fused)
     assert "swiglu bf16 rows=4 cols=96" in text and "ldgate=192" in text and "ldup=192" in text, text
     assert "kernel:" in text
+
+
+# rope: x [..., heads, head_dim] rotated in place; positions int32 of x's leading shape.
+ROPE_SHAPES = [(1, 1, 2), (3, 5, 6), (5, 8, 64), (17, 4, 128), (2, 3, 4, 34), (4, 2, 1022)]
+
+
+def positions_for(rng, shape, max_position=8192):
+    """int32 positions for x of `shape`: one per token, over the whole range [0, max_position)."""
+    return rng.integers(0, max_position, shape[:-2], dtype=np.int32)
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("shape", ROPE_SHAPES)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope(ctx, rng, dtype, shape, layout):
+    x = ref.random(rng, shape, dtype)
+    positions = positions_for(rng, shape)
+    x_before, positions_before = x.copy(), positions.copy()
+    assert ctx.rope(x, positions, layout=layout) is x  # in place
+    assert x.shape == shape and x.dtype == np.dtype(dtype)
+    ref.assert_rope_close(x, x_before, positions, 500000.0, layout, dtype)
+    assert np.array_equal(positions, positions_before)
+    # The same problem as a compact copy: the same bits.
+    again = x_before.copy()
+    ctx.rope(again, positions, 500000.0, 8192, layout)
+    assert np.array_equal(again.view(np.uint8), x.view(np.uint8))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_theta_max_position_and_position_zero(ctx, rng, layout):
+    x = ref.random(rng, (6, 4, 16), np.float32)
+    positions = np.array([0, 1, 2, 99, 100, 0], np.int32)
+    before = x.copy()
+    ctx.rope(x, positions, theta=10000.0, max_position=101, layout=layout)
+    ref.assert_rope_close(x, before, positions, 10000.0, layout, np.float32)
+    assert np.array_equal(x[0], before[0]) and np.array_equal(x[5], before[5])  # position 0: unturned
+    # The two layouts pair different elements: they differ wherever a position is not 0.
+    other = before.copy()
+    ctx.rope(other, positions, theta=10000.0, max_position=101, layout="half" if layout == "interleaved" else "interleaved")
+    assert not np.allclose(other[1:5], x[1:5])
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_fused_qkv_columns_in_place(ctx, rng, dtype, layout):
+    """The Q and K columns of one fused QKV output [tokens, (heads + 2 kv_heads) * dim], viewed as
+    [tokens, heads, dim] (a token stride of the whole row), rotate where they are; V is untouched."""
+    tokens, heads, kv_heads, dim = 7, 4, 2, 64
+    qkv = ref.random(rng, (tokens, (heads + 2 * kv_heads) * dim), dtype)
+    before = qkv.copy()
+    q = qkv[:, :heads * dim].reshape(tokens, heads, dim)
+    k = qkv[:, heads * dim:(heads + kv_heads) * dim].reshape(tokens, kv_heads, dim)
+    assert np.shares_memory(q, qkv) and np.shares_memory(k, qkv) and not q.flags.c_contiguous
+    positions = positions_for(rng, q.shape)
+    assert ctx.rope(q, positions, layout=layout) is q
+    assert ctx.rope(k, positions, layout=layout) is k
+    ref.assert_rope_close(q, before[:, :heads * dim].reshape(tokens, heads, dim), positions, 500000.0, layout, dtype)
+    ref.assert_rope_close(k, before[:, heads * dim:(heads + kv_heads) * dim].reshape(tokens, kv_heads, dim), positions,
+                          500000.0, layout, dtype)
+    v = slice((heads + kv_heads) * dim, None)
+    assert np.array_equal(qkv[:, v].view(np.uint8), before[:, v].view(np.uint8))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_head_strides_of_their_own(ctx, rng, layout):
+    """Heads apart from each other: per-head [q, k, v] blocks (head stride 3 * dim) and padded
+    heads (head stride dim + 6). The gaps between heads are left as they are."""
+    tokens, heads, dim = 5, 3, 32
+    per_head = ref.random(rng, (tokens, heads, 3, dim), np.float32)
+    before = per_head.copy()
+    q = per_head[:, :, 0, :]
+    assert q.strides[1] == 3 * dim * 4
+    positions = positions_for(rng, q.shape)
+    ctx.rope(q, positions, layout=layout)
+    ref.assert_rope_close(q, before[:, :, 0, :], positions, 500000.0, layout, np.float32)
+    assert np.array_equal(per_head[:, :, 1:], before[:, :, 1:])
+    padded = ref.random(rng, (2, tokens, heads, dim + 6), np.float16)  # N-d: [batch, seq, heads, dim]
+    before = padded.copy()
+    x = padded[..., :dim]
+    positions = positions_for(rng, x.shape)
+    ctx.rope(x, positions, layout=layout)
+    ref.assert_rope_close(x, before[..., :dim], positions, 500000.0, layout, np.float16)
+    assert np.array_equal(padded[..., dim:].view(np.uint8), before[..., dim:].view(np.uint8))
+
+
+def test_rope_positions_views_are_copied_x_never(ctx, rng):
+    x = ref.random(rng, (6, 2, 8), np.float32)
+    before = x.copy()
+    every_other = np.arange(12, dtype=np.int32)[::2]  # a strided view of positions: copied
+    ctx.rope(x, every_other, max_position=12)
+    ref.assert_rope_close(x, before, every_other, 500000.0, "half", np.float32)
+    big = ref.random(rng, (6, 2, 16), np.float32)
+    with pytest.raises(arbiter.InvalidArgumentError, match="last dimension must be contiguous"):
+        ctx.rope(big[..., ::2], np.zeros(6, np.int32))  # x is rotated in place: never copied
+
+
+def test_rope_bfloat16_numpy_and_explain(ctx, rng):
+    if ref.bfloat16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    x = ref.random(rng, (4, 8, 128), ref.bfloat16)
+    positions = positions_for(rng, x.shape)
+    before = x.copy()
+    assert ctx.rope(x, positions, layout="interleaved") is x
+    ref.assert_rope_close(x, before, positions, 500000.0, "interleaved", ref.bfloat16)
+    rotated = x.copy()
+    text = ctx.explain("rope", x, positions, layout="interleaved", theta=10000.0)
+    assert "rope bf16 tokens=4 heads=8 dim=128 layout=interleaved theta=10000 maxpos=8192" in text, text
+    assert "kernel:" in text
+    assert np.array_equal(x.view(np.uint16), rotated.view(np.uint16))  # explain wrote nothing

@@ -1,4 +1,4 @@
-"""Plans (Context.plan_gemm / plan_rmsnorm / plan_softmax): numerics against float64 references
+"""Plans (Context.plan_gemm / plan_rmsnorm / plan_softmax / plan_swiglu / plan_rope): numerics against float64 references
 over many runs of one plan on fresh data, every refusal of a run that does not match the plan,
 threads running one plan, and the lifetime rules (a plan keeps its context alive; closing either
 refuses later runs, never crashes)."""
@@ -198,6 +198,90 @@ def test_swiglu_plan_refusals(ctx, rng):
     assert np.all(whole == 1) and np.all(gate == 1) and np.all(up == 1)
 
 
+def rope_positions(rng, shape, max_position=8192):
+    return rng.integers(0, max_position, shape[:-2], dtype=np.int32)
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("shape", [(1, 1, 2), (5, 8, 64), (2, 3, 4, 34)])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_plan_runs_on_fresh_data(ctx, rng, dtype, shape, layout):
+    plan = ctx.plan_rope(ref.random(rng, shape, dtype), rope_positions(rng, shape, 4096), theta=10000.0, max_position=4096,
+                         layout=layout)
+    assert isinstance(plan, arbiter.Plan) and isinstance(plan, arbiter.RopePlan) and plan.op == "rope"
+    for _ in range(3):
+        x, positions = ref.random(rng, shape, dtype), rope_positions(rng, shape, 4096)
+        before = x.copy()
+        assert plan.run(x, positions) is x  # in place
+        ref.assert_rope_close(x, before, positions, 10000.0, layout, dtype)
+        # The call on the same tensors runs the same problem: the same bits.
+        again = before.copy()
+        ctx.rope(again, positions, theta=10000.0, max_position=4096, layout=layout)
+        assert np.array_equal(again.view(np.uint8), x.view(np.uint8))
+
+
+def test_rope_plan_of_fused_qkv_columns(ctx, rng):
+    """Planned on the Q columns of a fused QKV output (token stride the whole row): runs take the
+    Q columns of each new QKV output, and nothing else of it is written."""
+    tokens, heads, kv_heads, dim = 6, 4, 2, 32
+    width = (heads + 2 * kv_heads) * dim
+
+    def q_of(qkv):
+        return qkv[:, :heads * dim].reshape(tokens, heads, dim)
+
+    plan = ctx.plan_rope(q_of(np.ones((tokens, width), np.float16)), np.zeros(tokens, np.int32), layout="interleaved")
+    assert "ldhead=32 ldtoken=256" in plan.explain(), plan.explain()
+    for _ in range(2):
+        qkv = ref.random(rng, (tokens, width), np.float16)
+        before = qkv.copy()
+        positions = rope_positions(rng, (tokens, heads, dim))
+        q = q_of(qkv)
+        assert plan.run(q, positions) is q
+        ref.assert_rope_close(q_of(qkv), q_of(before), positions, 500000.0, "interleaved", np.float16)
+        assert np.array_equal(qkv[:, heads * dim:].view(np.uint8), before[:, heads * dim:].view(np.uint8))
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"x has strides \(128, 32, 1\).*\(256, 32, 1\)"):
+        plan.run(ref.random(rng, (tokens, heads, dim), np.float16), np.zeros(tokens, np.int32))  # compact: not the plan's
+
+
+def test_rope_plan_refusals(ctx, rng):
+    plan = ctx.plan_rope(f32(4, 2, 8), np.zeros(4, np.int32), max_position=100)
+    x = f32(4, 2, 8)
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"x has shape \(4, 2, 6\).*\(4, 2, 8\)"):
+        plan.run(f32(4, 2, 6), np.zeros(4, np.int32))
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"positions has shape \(5,\).*\(4,\)"):
+        plan.run(x, np.zeros(5, np.int32))
+    with pytest.raises(arbiter.DTypeError, match="x has dtype float16"):
+        plan.run(np.ones((4, 2, 8), np.float16), np.zeros(4, np.int32))
+    with pytest.raises(arbiter.DTypeError, match="positions has dtype int64.*convert"):
+        plan.run(x, np.zeros(4, np.int64))
+    # A run's CPU positions are checked against the plan's max_position, as the call checks them.
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"positions\[2\] = 100 is outside \[0, max_position = 100\)"):
+        plan.run(x, np.array([0, 99, 100, 1], np.int32))
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"positions\[0\] = -5 is outside"):
+        plan.run(x, np.array([-5, 0, 0, 0], np.int32))
+    zeros = np.zeros((4, 2, 8), np.float32)  # read as int32 positions: 0, in range
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        plan.run(zeros, zeros.reshape(-1).view(np.int32)[:4])
+    assert np.all(x == 1) and np.all(zeros == 0)
+    read_only = f32(4, 2, 8)
+    read_only.flags.writeable = False
+    with pytest.raises(arbiter.InvalidArgumentError, match="in place"):
+        plan.run(read_only, np.zeros(4, np.int32))
+    with pytest.raises(arbiter.InvalidArgumentError, match="in place"):
+        ctx.plan_rope(read_only, np.zeros(4, np.int32))
+    with pytest.raises(arbiter.InvalidArgumentError, match="rope plan, run with softmax"):
+        plan._p.softmax(x, f32(4, 2, 8), 0, 0)
+    with pytest.raises(TypeError):
+        plan.run("not an array", np.zeros(4, np.int32))
+    # Strided positions are copied, at creation and at every run, as by the call.
+    every_other = np.arange(8, dtype=np.int32)[::2]
+    before = ref.random(rng, (4, 2, 8), np.float32)
+    x = before.copy()
+    plan.run(x, every_other)
+    ref.assert_rope_close(x, before, every_other, 500000.0, "half", np.float32)
+    assert np.all(x[0] == before[0])
+
+
 def test_one_plan_many_runs(ctx, rng):
     """A decode loop: hundreds of runs of one plan, each on new random data at new addresses,
     each checked (a plan that reused the first run's data or addresses would fail here)."""
@@ -268,6 +352,13 @@ def test_creation_refuses_what_the_call_refuses(ctx):
         (lambda c: c.swiglu(f32(4, 8), out=f32(4, 8)), lambda c: c.plan_swiglu(f32(4, 8), out=f32(4, 8))),
         (lambda c: c.swiglu(f32(4, 8), np.ones((4, 8), np.float64)),
          lambda c: c.plan_swiglu(f32(4, 8), np.ones((4, 8), np.float64))),
+        (lambda c: c.rope(f32(4, 2, 7), np.zeros(4, np.int32)), lambda c: c.plan_rope(f32(4, 2, 7), np.zeros(4, np.int32))),
+        (lambda c: c.rope(f32(4, 2, 8), np.zeros(3, np.int32)), lambda c: c.plan_rope(f32(4, 2, 8), np.zeros(3, np.int32))),
+        (lambda c: c.rope(f32(4, 2, 8), np.zeros(4, np.int64)), lambda c: c.plan_rope(f32(4, 2, 8), np.zeros(4, np.int64))),
+        (lambda c: c.rope(f32(4, 2, 8), np.zeros(4, np.int32), theta=0.5),
+         lambda c: c.plan_rope(f32(4, 2, 8), np.zeros(4, np.int32), theta=0.5)),
+        (lambda c: c.rope(f32(4, 2, 8), np.zeros(4, np.int32), layout="both"),
+         lambda c: c.plan_rope(f32(4, 2, 8), np.zeros(4, np.int32), layout="both")),
     ]
     for call, plan in cases:
         with pytest.raises(arbiter.Error) as by_call:
@@ -393,6 +484,9 @@ def test_explain_names_the_kernel_the_plan_runs(ctx):
     assert re.search(r"^kernel:\s+" + re.escape(kernel), ctx.explain("gemm", a, b), re.M)  # the call's choice too
     softmax = ctx.plan_softmax(f32(4, 128))
     assert re.match(r"plan: runs \S*softmax\S* ", softmax.explain()), softmax.explain()
+    rope = ctx.plan_rope(f32(4, 8, 64), np.zeros(4, np.int32), layout="interleaved")
+    assert re.match(r"plan: runs \S*rope\S* ", rope.explain()), rope.explain()
+    assert "rope f32 tokens=4 heads=8 dim=64 layout=interleaved" in rope.explain()
 
 
 # ---- lifetime -----------------------------------------------------------------------------
@@ -418,7 +512,8 @@ def test_run_after_plan_close_is_refused():
 def test_run_after_context_close_is_refused():
     context = arbiter.Context()
     plans = [context.plan_softmax(f32(2, 8)), context.plan_gemm(f32(2, 2), f32(2, 2)),
-             context.plan_rmsnorm(f32(2, 8), f32(8)), context.plan_swiglu(f32(2, 16))]
+             context.plan_rmsnorm(f32(2, 8), f32(8)), context.plan_swiglu(f32(2, 16)),
+             context.plan_rope(f32(2, 1, 8), np.zeros(2, np.int32))]
     context.close()
     for plan in plans:
         with pytest.raises(arbiter.InvalidArgumentError, match="context is closed"):
@@ -483,6 +578,20 @@ def test_threads_run_one_plan_at_once(ctx):
             d = plan.run(a, b)
             ref.assert_close(d, ref.gemm(a, b, act="silu"), np.float32, k, gemm_magnitude(a, b))
             ref.assert_close(softmax.run(d), ref.softmax(d), np.float32, n, ref.softmax(d))
+
+    run_in_threads(worker, 8)
+
+
+def test_threads_run_one_rope_plan_at_once(ctx):
+    plan = ctx.plan_rope(f32(12, 4, 64), np.zeros(12, np.int32), layout="interleaved")
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(60):
+            x, positions = ref.random(rng, (12, 4, 64), np.float32), rope_positions(rng, (12, 4, 64))
+            before = x.copy()
+            plan.run(x, positions)
+            ref.assert_rope_close(x, before, positions, 500000.0, "interleaved", np.float32)
 
     run_in_threads(worker, 8)
 

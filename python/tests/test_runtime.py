@@ -28,14 +28,17 @@ def test_explain_a_problem_and_a_call(ctx):
     fused = np.ones((4, 256), np.float32)
     assert ctx.explain("swiglu", x, x).splitlines()[1] == ctx.explain("swiglu f16 rows=4 cols=128").splitlines()[1]
     assert ctx.explain("swiglu", fused).splitlines()[1] == ctx.explain("swiglu f32 rows=4 cols=128 fused=1").splitlines()[1]
+    heads = np.ones((4, 8, 64), np.float16)
+    assert ctx.explain("rope", heads, np.zeros(4, np.int32), layout="interleaved").splitlines()[1] == ctx.explain(
+        "rope f16 tokens=4 heads=8 dim=64 layout=interleaved").splitlines()[1]
 
 
 def test_plugins(ctx):
     plugins = ctx.plugins()
     by_name = {p.name: p for p in plugins}
     assert by_name["cpu"].status == "loaded" and by_name["cpu"].kernels
-    assert all(k.op in ("gemm", "rmsnorm", "softmax", "swiglu") for p in plugins for k in p.kernels)
-    assert {k.op for k in by_name["cpu"].kernels} == {"gemm", "rmsnorm", "softmax", "swiglu"}
+    assert all(k.op in ("gemm", "rmsnorm", "softmax", "swiglu", "rope") for p in plugins for k in p.kernels)
+    assert {k.op for k in by_name["cpu"].kernels} == {"gemm", "rmsnorm", "softmax", "swiglu", "rope"}
     assert all(p.reason for p in plugins if p.status != "loaded")  # every refusal says why
     assert any(p.trust == "oracle" for p in plugins)
     json.loads(json.dumps([p.to_dict() for p in plugins]))

@@ -18,6 +18,11 @@ def test_threads_share_one_context(ctx):
             fused = ref.random(rng, (m, 2 * n), np.float32)
             want = ref.swiglu(fused)
             ref.assert_close(ctx.swiglu(fused), want, np.float32, 1, np.abs(want))
+            x = ref.random(rng, (m, 1 + i % 4, 2 * n), np.float32)
+            positions = rng.integers(0, 8192, m, dtype=np.int32)
+            before = x.copy()
+            assert ctx.rope(x, positions, layout=("half", "interleaved")[i % 2]) is x
+            ref.assert_rope_close(x, before, positions, 500000.0, ("half", "interleaved")[i % 2], np.float32)
 
     run_in_threads(worker, 8)
 
@@ -33,3 +38,10 @@ def test_gil_is_released_during_a_swiglu(ctx):
     out = np.empty((512, 8192), np.float32)
     ctx.swiglu(gate, out=out)
     assert_releases_gil(lambda: ctx.swiglu(gate, out=out))
+
+
+def test_gil_is_released_during_a_rope(ctx):
+    x = np.ones((2048, 32, 128), np.float32)  # 32 MiB read and written: milliseconds
+    positions = np.arange(2048, dtype=np.int32)
+    ctx.rope(x, positions)
+    assert_releases_gil(lambda: ctx.rope(x, positions))

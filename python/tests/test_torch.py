@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (tools/install-deps.sh installs it unless ARBITER_PYTHON_TORCH=0)")
+import arbiter  # noqa: E402
 import arbiter.torch_ops  # noqa: E402,F401  (registers the ops)
 
 import reference as ref  # noqa: E402
@@ -38,6 +39,32 @@ def test_swiglu_matches_numpy(dtype, shape):
     ref.assert_close(torch.ops.arbiter.swiglu(fused).float().numpy(), want, np_dtype, 1, np.abs(want))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_rope_rotates_x_in_place(dtype, layout):
+    np_dtype = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: ref.bfloat16}[dtype]
+    if np_dtype is None:
+        pytest.skip("ml_dtypes is not installed")
+    torch.manual_seed(3)
+    tokens, heads, kv_heads, dim = 9, 4, 2, 64
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim).to(dtype)
+    q = qkv[:, :heads * dim].view(tokens, heads, dim)  # the Q columns of a fused QKV output
+    positions = torch.randint(0, 8192, (tokens,), dtype=torch.int32)
+    before = qkv.clone()
+    assert torch.ops.arbiter.rope(q, positions, 500000.0, 8192, layout) is None  # mutates x, returns nothing
+    ref.assert_rope_close(q.float().numpy(), before[:, :heads * dim].view(tokens, heads, dim).float().numpy(),
+                          positions.numpy(), 500000.0, layout, np_dtype)
+    assert torch.equal(qkv[:, heads * dim:], before[:, heads * dim:])
+    with pytest.raises(arbiter.DTypeError, match="int32"):
+        torch.ops.arbiter.rope(q, positions.long())  # int64 positions: converted by the caller, not here
+
+
+def test_rope_schema_declares_the_mutation():
+    schema = torch.ops.arbiter.rope.default._schema
+    assert str(schema.arguments[0]).startswith("Tensor(a!) x"), str(schema)
+    assert schema.arguments[0].alias_info.is_write and not schema.returns
+
+
 def test_rmsnorm_residual_updates_x_in_place():
     x, residual, w = torch.randn(4, 64), torch.randn(4, 64), torch.randn(64)
     want_x = (x + residual).numpy()
@@ -60,6 +87,19 @@ def test_fake_implementations_trace_under_torch_compile():
     eager = block(x, w1, w2, norm)
     compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
     np.testing.assert_allclose(compiled(x, w1, w2, norm).numpy(), eager.numpy(), rtol=1e-6, atol=1e-6)
+
+    def rotate(q, k, positions):  # rope mutates its inputs: the compiled graph writes them back
+        torch.ops.arbiter.rope(q, positions, 10000.0, 4096, "half")
+        torch.ops.arbiter.rope(k, positions, 10000.0, 4096, "interleaved")
+        return q * 2, k + 1
+
+    q, k, positions = torch.randn(8, 4, 16), torch.randn(8, 2, 16), torch.randint(0, 4096, (8,), dtype=torch.int32)
+    eager_q, eager_k = q.clone(), k.clone()
+    eager = rotate(eager_q, eager_k, positions)
+    compiled_q, compiled_k = q.clone(), k.clone()
+    compiled = torch.compile(rotate, backend="aot_eager", fullgraph=True)(compiled_q, compiled_k, positions)
+    assert torch.equal(compiled[0], eager[0]) and torch.equal(compiled[1], eager[1])
+    assert torch.equal(compiled_q, eager_q) and torch.equal(compiled_k, eager_k) and not torch.equal(eager_q, q)
     # The fake kernels give shapes without running anything.
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -68,6 +108,7 @@ def test_fake_implementations_trace_under_torch_compile():
         assert fake.shape == (5, 3)
         assert torch.ops.arbiter.swiglu(torch.empty(2, 3, 10)).shape == (2, 3, 5)
         assert torch.ops.arbiter.swiglu(torch.empty(2, 3, 10), torch.empty(2, 3, 10)).shape == (2, 3, 10)
+        assert torch.ops.arbiter.rope(torch.empty(2, 3, 4, 8), torch.empty(2, 3, dtype=torch.int32)) is None
 
 
 def test_opcheck():
@@ -77,6 +118,9 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.arbiter.softmax.default, (torch.randn(3, 10),))
     torch.library.opcheck(torch.ops.arbiter.swiglu.default, (torch.randn(3, 10), torch.randn(3, 10)))
     torch.library.opcheck(torch.ops.arbiter.swiglu.default, (torch.randn(2, 3, 10),))
+    positions = torch.tensor([0, 5, 4095], dtype=torch.int32)
+    for layout in ("half", "interleaved"):
+        torch.library.opcheck(torch.ops.arbiter.rope.default, (torch.randn(3, 2, 8), positions, 10000.0, 4096, layout))
 
 
 def test_tensors_that_require_grad_are_accepted():
