@@ -54,7 +54,14 @@ np.testing.assert_allclose(y, x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, k
 g = rng.standard_normal((4, 128)).astype(np.float32)  # one fused gate/up output: the halves
 s = ctx.swiglu(g)
 np.testing.assert_allclose(s, g[:, :64] / (1 + np.exp(-g[:, :64].astype(np.float64))) * g[:, 64:], rtol=1e-5, atol=1e-6)
-print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm, swiglu agree with NumPy")
+q = rng.standard_normal((4, 2, 64)).astype(np.float32)  # [tokens, heads, head_dim], rotated in place
+positions = np.array([0, 1, 100, 8191], np.int32)
+angle = positions[:, None, None] * 500000.0 ** (-np.arange(32) / 32)
+want = np.concatenate([q[..., :32] * np.cos(angle) - q[..., 32:] * np.sin(angle),
+                       q[..., 32:] * np.cos(angle) + q[..., :32] * np.sin(angle)], axis=-1)
+assert ctx.rope(q, positions) is q
+np.testing.assert_allclose(q, want, rtol=1e-4, atol=1e-4)
+print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm, swiglu, rope agree with NumPy")
 PY
 "$work/venv/bin/arbiter" plugins >/dev/null
 package=$("$work/venv/bin/python" -c "import arbiter, os; print(os.path.dirname(arbiter.__file__))")
