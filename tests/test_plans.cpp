@@ -491,6 +491,15 @@ TEST_CASE("plans: every op's plan runs through its listed layout, which accepts 
   cases.push_back({"rmsnorm with a residual", &arbiter::rmsnorm_op(), &norm_residual});
   cases.push_back({"softmax", &arbiter::softmax_op(), &softmax});
   cases.push_back({"swiglu", &arbiter::swiglu_op(), &swiglu});
+  // rope: x as rows tokens of 2 heads of cols / 2, and int32 positions in a buffer of their own.
+  Floats position_buffer(cols * cols);  // as large as the others: a run may put x into it
+  for (int32_t t = 0; t < rows; ++t) std::memcpy(position_buffer.data() + t, &t, sizeof t);
+  auto heads = std::make_unique<Tensor>(buffers[0].data(), std::vector<int64_t>{rows, 2, cols / 2});
+  auto positions = std::make_unique<Tensor>(position_buffer.data(), std::vector<int64_t>{rows}, DLDataType{kDLInt, 32, 1});
+  arb_rope_args rope = ARB_ROPE_ARGS_INIT;
+  rope.x = &heads->t;
+  rope.positions = &positions->t;
+  cases.push_back({"rope", &arbiter::rope_op(), &rope});
 
   for (const Case& test : cases) {
     CAPTURE(test.name);

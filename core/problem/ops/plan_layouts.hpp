@@ -50,9 +50,19 @@ constexpr PlanLayout two_in_one_out(size_t first, size_t second, size_t out) {
   l.offset[2] = second != 0 ? static_cast<uint32_t>(out) : 0;
   return l;
 }
+// rope: x, read and written in place, and positions.
+constexpr PlanLayout rope() {
+  PlanLayout l;
+  l.used = 3u;
+  l.outputs = 1u << 0;
+  l.offset[0] = offsetof(arb_operands, x);
+  l.offset[1] = offsetof(arb_operands, positions);
+  return l;
+}
 }  // namespace plan_layout_detail
 
-// gemm (a, b, c, bias, d), rmsnorm (x, residual, weight, y), softmax (x, y), swiglu (gate, up, y).
+// gemm (a, b, c, bias, d), rmsnorm (x, residual, weight, y), softmax (x, y), swiglu (gate, up, y),
+// rope (x, positions).
 inline constexpr PlanLayout kPlanLayouts[] = {
     plan_layout_detail::gemm(false, false),
     plan_layout_detail::gemm(false, true),
@@ -63,6 +73,7 @@ inline constexpr PlanLayout kPlanLayouts[] = {
     plan_layout_detail::two_in_one_out(offsetof(arb_operands, x), 0, offsetof(arb_operands, y)),
     plan_layout_detail::two_in_one_out(offsetof(arb_operands, gate), offsetof(arb_operands, up),
                                        offsetof(arb_operands, y)),
+    plan_layout_detail::rope(),
 };
 inline constexpr int kPlanLayoutCount = static_cast<int>(sizeof kPlanLayouts / sizeof kPlanLayouts[0]);
 
