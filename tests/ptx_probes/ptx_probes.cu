@@ -1,5 +1,6 @@
-// arbiter_ptx_probes: runs every inline-PTX wrapper the cuda plugin's kernels use, on fixed
-// inputs, and writes every lane's outputs. On a GPU this is the ground truth that the SIMT
+// arbiter_ptx_probes: runs every inline-PTX wrapper the cuda plugin's kernels use (and the
+// math library functions the emulator computes its own way: sincospif), on fixed inputs, and
+// writes every lane's outputs. On a GPU this is the ground truth that the SIMT
 // emulator (tests/emulator) is held to: the file a GPU run writes is committed as golden data.
 //
 //   arbiter_ptx_probes --list                   the probes, one per line
@@ -250,6 +251,52 @@ void probe_convert() {
                format("f32 of bf16 %04x: %08x", v, fb[i]));
   }
   cmp.report("convert");
+}
+
+// ---- probe: sincospif (the math library, not an instruction: rope's angles) --------------------
+// Inputs: the finite f32 values in kSinCosPiInputs (zeros, quarter and half turns, whole numbers
+// where the sine is an exact zero, fractions, values up to 2^24 whose fraction of a turn is
+// all that counts). Predicted: sin(pi x) and cos(pi x) in long double after the exact reduction
+// of x modulo 2; the GPU's results within 1 ulp of them, and exactly 0 or +-1 at multiples of 1/2.
+
+constexpr float kSinCosPiInputs[] = {0.0f,     -0.0f,       0.25f,      0.5f,       -0.5f,      1.0f,
+                                     -1.0f,    1.5f,        2.0f,       -2.0f,      0.75f,      1.0f / 3,
+                                     1.0f / 6, 0.1234567f,  -0.4999f,   0.999999f,  3.3f,       -123.456f,
+                                     1e-20f,   12345.678f,  4194304.5f, 16777215.0f, 1e-5f,     -0.0625f};
+constexpr int kSinCosPiCount = sizeof kSinCosPiInputs / sizeof kSinCosPiInputs[0];
+
+__global__ void sincospi_kernel(const float* in, float* sines, float* cosines) {
+  const int i = threadIdx.x;
+  if (i < kSinCosPiCount) sincospif(in[i], &sines[i], &cosines[i]);
+}
+
+// Within 1 ulp of `want`; exact where x is a multiple of 1/2 (the results are 0 and +-1).
+bool within_ulp(float got, long double want, bool exact) {
+  if (exact) return got == static_cast<float>(want);
+  const float rounded = std::fabs(static_cast<float>(want));
+  return std::fabs(static_cast<long double>(got) - want) <= std::nextafter(rounded, INFINITY) - rounded;
+}
+
+void probe_sincospi() {
+  DeviceBuffer<float> in(kSinCosPiCount), sines(kSinCosPiCount), cosines(kSinCosPiCount);
+  in.upload(std::vector<float>(std::begin(kSinCosPiInputs), std::end(kSinCosPiInputs)));
+  finish(launch_kernel(sincospi_kernel, dim3(1), dim3(32), 0, nullptr, in.data, sines.data, cosines.data),
+         "sincospi_kernel");
+  const auto s = sines.download(), c = cosines.download();
+  line("# sincospi: sincospif of the f32 inputs, sin then cos");
+  Comparison cmp;
+  constexpr long double kPi = 3.141592653589793238462643383279502884L;
+  for (int i = 0; i < kSinCosPiCount; ++i) {
+    const float x = kSinCosPiInputs[i];
+    line("sincospi x=%08x %08x %08x", float_bits(x), float_bits(s[i]), float_bits(c[i]));
+    const long double turn = std::fmod(static_cast<long double>(x), 2.0L);  // exact
+    const bool exact = std::floor(2 * turn) == 2 * turn;
+    const long double sine = exact ? std::round(std::sin(kPi * turn)) : std::sin(kPi * turn);
+    const long double cosine = exact ? std::round(std::cos(kPi * turn)) : std::cos(kPi * turn);
+    cmp.expect(within_ulp(s[i], sine, exact), format("sin(pi * %a): %a", x, s[i]));
+    cmp.expect(within_ulp(c[i], cosine, exact), format("cos(pi * %a): %a", x, c[i]));
+  }
+  cmp.report("sincospi");
 }
 
 // ---- probe: cp.async with zero fill ------------------------------------------------------------
@@ -801,6 +848,7 @@ struct Probe {
 const std::vector<Probe>& probes() {
   static const std::vector<Probe> all = {
       {"convert", 8, probe_convert},
+      {"sincospi", 8, probe_sincospi},
       {"cp_async", 8, probe_cp_async},
       {"ldmatrix_x4", 8, probe_ldmatrix},
       {"mma_m16n8k16_bf16", 8, [] { probe_mma<__nv_bfloat16>("mma_m16n8k16_bf16", false); }},

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace arbiter_emulated_cuda {
@@ -249,6 +250,30 @@ inline void __sincosf(float x, float* s, float* c) {
   *c = std::cos(x);
 }
 inline void sincosf(float x, float* s, float* c) { __sincosf(x, s, c); }
+// sin(pi x) and cos(pi x) (CUDA's math library, 1 ulp on the GPU; no PTX instruction of its
+// own): x less its nearest multiple of 1/2 is exact, so the double sine and cosine of the
+// remainder (within a quarter turn), put in its quadrant and rounded once, are what the GPU
+// gives to the last bit or so. sin is +-0 at whole x (the sign of x), cos +0 at half-integers;
+// NaN for infinities and NaN.
+inline void sincospif(float x, float* s, float* c) {
+  if (!std::isfinite(x)) {
+    *s = *c = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  constexpr double kPi = 3.14159265358979323846264338327950288;
+  const double half_turns = std::nearbyint(2.0 * static_cast<double>(x));
+  const double rest = static_cast<double>(x) - 0.5 * half_turns;  // in [-1/4, 1/4]
+  const double sin_rest = std::sin(kPi * rest), cos_rest = std::cos(kPi * rest);
+  double sin_x = 0, cos_x = 0;
+  switch (static_cast<int64_t>(std::fmod(half_turns, 4.0)) & 3) {
+    case 0: sin_x = sin_rest; cos_x = cos_rest; break;
+    case 1: sin_x = cos_rest; cos_x = -sin_rest; break;
+    case 2: sin_x = -sin_rest; cos_x = -cos_rest; break;
+    default: sin_x = -cos_rest; cos_x = sin_rest; break;
+  }
+  *s = sin_x == 0 ? std::copysign(0.0f, x) : static_cast<float>(sin_x);
+  *c = cos_x == 0 ? 0.0f : static_cast<float>(cos_x);
+}
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __saturatef(float x) { return std::isnan(x) ? 0.0f : std::clamp(x, 0.0f, 1.0f); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
