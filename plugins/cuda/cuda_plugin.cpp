@@ -6,6 +6,8 @@
 //   softmax_vec16       softmax, the same layout
 //   softmax_cluster8    softmax of rows up to 8x wider (vocabularies): 8 blocks a row, sm_90a clusters
 //   swiglu_vec16        silu(gate) * up, a grid striding over 16-byte vectors
+//   rope_vec16          rotary embedding in place: 16-byte vectors of pairs (a pair a thread where
+//                       the dim or alignment does not allow), each cos and sin reused over heads
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
 //   gemm_wgmma_sm90     Hopper GEMM: TMA, an mbarrier pipeline, warp-specialised wgmma, persistent grid
 //   gemm_wgmma_sm90_n256  the same with 128 x 256 tiles (m64n256k16; setmaxnreg 40 / 232)
@@ -39,12 +41,18 @@ DeviceInfo device;
 
 size_t element_bytes(int32_t dtype) { return dtype == ARB_DTYPE_F32 ? 4 : 2; }
 
-// What every kernel here needs: a CUDA tensor of a dtype it was built for, 16-byte
-// aligned rows (problem.alignment is the alignment class of every address and stride).
-bool common_limits(const arb_problem& p, Why& why) {
+// What every kernel here needs: a CUDA tensor of a dtype it was built for.
+bool device_limits(const arb_problem& p, Why& why) {
   if (p.device_type != kDLCUDA) return why.no("CUDA tensors only");
   if (p.device_id != 0) return why.no("device 0 only");
   if (p.dtype != ARB_DTYPE_F32 && p.dtype != ARB_DTYPE_F16 && p.dtype != ARB_DTYPE_BF16) return why.no("f32, f16, bf16");
+  return true;
+}
+
+// ... and, all but rope_vec16, 16-byte aligned rows (problem.alignment is the alignment class
+// of every address and stride).
+bool common_limits(const arb_problem& p, Why& why) {
+  if (!device_limits(p, why)) return false;
   if (p.alignment < 16) return why.no("rows and addresses must be 16-byte aligned (align >= 16)");
   return true;
 }
@@ -159,7 +167,7 @@ arbiter::plugin::Plugin make() {
           ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor))
 #endif
       .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
-                   "accesses, SwiGLU, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
+                   "accesses, SwiGLU, rotary embeddings, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
 
   plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
                     .supports(one_block_row_limits)
@@ -201,6 +209,29 @@ arbiter::plugin::Plugin make() {
                       a.ld_y = l.problem.ld_y;
                       a.dtype = static_cast<Dtype>(l.problem.dtype);
                       check_cuda(arbiter::cuda::launch_swiglu(a, static_cast<cudaStream_t>(l.stream)), "swiglu_vec16");
+                    }));
+  // Any even dim, strides and alignment: 16-byte vectors where they allow, a pair at a time
+  // elsewhere (the launcher looks at the addresses and strides it is given).
+  plugin.kernel(arbiter::plugin::Kernel("rope_vec16", ARB_OP_ROPE, kDLCUDA)
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!device_limits(p, why)) return false;
+                      if (p.cols > 0x7fffffff) return why.no("dim above 2^31 - 1");
+                      return true;
+                    })
+                    .launch([](const Launch& l) {
+                      const arb_problem& p = l.problem;
+                      const arbiter::cuda::RopeArgs a{.x = l.operands.x,
+                                                      .positions = static_cast<const int32_t*>(l.operands.positions),
+                                                      .tokens = p.rows,
+                                                      .heads = p.heads,
+                                                      .dim = p.cols,
+                                                      .ld_token = p.ld_x,
+                                                      .ld_head = p.ld_head,
+                                                      .theta = p.rope_theta,
+                                                      .interleaved = p.rope_layout == ARB_ROPE_INTERLEAVED,
+                                                      .dtype = static_cast<Dtype>(p.dtype),
+                                                      .sm_count = device.sm_count};
+                      check_cuda(arbiter::cuda::launch_rope(a, static_cast<cudaStream_t>(l.stream)), "rope_vec16");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("gemm_decode_splitk", ARB_OP_GEMM, kDLCUDA)
                     .supports(decode_limits)

@@ -50,6 +50,19 @@ struct SwigluArgs {
   Dtype dtype = Dtype::bf16;
 };
 
+// rope: in place on x [tokens, heads, dim] (token and head strides in elements): each head's
+// pairs, (i, i + dim/2) or (2i, 2i + 1) when interleaved, turn by the angle
+// positions[token] * theta^(-2i / dim).
+struct RopeArgs {
+  void* x = nullptr;
+  const int32_t* positions = nullptr;
+  int64_t tokens = 0, heads = 0, dim = 0, ld_token = 0, ld_head = 0;
+  double theta = 10000;
+  int32_t interleaved = 0;
+  Dtype dtype = Dtype::bf16;
+  int sm_count = 0;  // of the device: how many heads one thread turns with the same cos and sin
+};
+
 // The widest row the register-resident row kernels take: 8 16-byte vectors per thread of a
 // 512-thread block (f32: 16384 columns; f16/bf16: 32768).
 int64_t row_kernel_max_cols(Dtype dtype);
@@ -57,6 +70,7 @@ int64_t row_kernel_max_cols(Dtype dtype);
 cudaError_t launch_rmsnorm(const RowArgs& args, cudaStream_t stream);
 cudaError_t launch_softmax(const RowArgs& args, cudaStream_t stream);
 cudaError_t launch_swiglu(const SwigluArgs& args, cudaStream_t stream);
+cudaError_t launch_rope(const RopeArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);

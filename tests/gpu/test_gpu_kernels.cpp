@@ -85,9 +85,31 @@ std::vector<std::string> norm_problems() {
   return problems;
 }
 
+// rope at decode (one token) and prefill, on both layouts: 16-byte vectors (a padded head
+// stride with them), a pair at a time (dim 100 split-half, an odd head stride), Llama-2's base
+// and positions up to 2^24. On the emulator one interleaved problem is also verified whole
+// (full_size): 64 tokens of 32 heads are enough for the launcher to give a thread several heads.
+std::vector<std::string> rope_problems() {
+  if (test::light())
+    return {"rope bf16 tokens=2 heads=4 dim=128 device=cuda",
+            "rope f32 tokens=3 heads=5 dim=96 layout=interleaved ldhead=100 device=cuda"};
+  std::vector<std::string> problems;
+  const std::vector<const char*> token_counts = test::emulated() ? std::vector<const char*>{"tokens=3"}
+                                                                 : std::vector<const char*>{"tokens=1", "tokens=4096"};
+  for (const char* dtype : {"f32", "f16", "bf16"})
+    for (const char* tokens : token_counts)
+      for (const char* shape : {"heads=32 dim=128 layout=half", "heads=8 dim=128 layout=interleaved ldhead=136",
+                                "heads=4 dim=100 layout=half maxpos=16777216", "heads=5 dim=64 layout=interleaved ldhead=65",
+                                "heads=3 dim=96 layout=half theta=10000"})
+        problems.push_back(fmt::format("rope {} {} {} device=cuda", dtype, tokens, shape));
+  if (test::emulated()) problems.push_back("rope bf16 tokens=64 heads=32 dim=128 layout=interleaved device=cuda");
+  return problems;
+}
+
 bool full_size(const std::string& problem) {
   return test::emulated() && !test::light() && (problem.find("gemm bf16 m=200 n=264 k=520 ta=0 tb=1") == 0 ||
-                              problem.find("gemm f32 m=16 n=64 k=4096 ta=0 tb=1") == 0);
+                              problem.find("gemm f32 m=16 n=64 k=4096 ta=0 tb=1") == 0 ||
+                              problem.find("rope bf16 tokens=64 heads=32") == 0);
 }
 
 bool is_algo_config(const KernelRecord& k) {
@@ -106,9 +128,10 @@ TEST_CASE("every CUDA kernel passes the verification gate against the reference"
     REQUIRE_MESSAGE(record->state == PluginState::loaded, plugin, ": ", record->reason);
     CHECK(record->origin == (test::emulated() ? "emulated" : "install"));
   }
-  std::vector<std::string> all = gemm_problems(), norms = norm_problems();
+  std::vector<std::string> all = gemm_problems(), norms = norm_problems(), ropes = rope_problems();
   const std::vector<std::string> configs = algo_config_problems();
   all.insert(all.end(), norms.begin(), norms.end());
+  all.insert(all.end(), ropes.begin(), ropes.end());
 
   std::map<std::string, int> verified;  // kernel -> problems it was verified on
   int verdicts = 0;
@@ -131,8 +154,8 @@ TEST_CASE("every CUDA kernel passes the verification gate against the reference"
     }
   }
   MESSAGE(verdicts << " verdicts over " << verified.size() << " CUDA kernels");
-  // cuBLASLt's two heuristics (on a GPU), three generated kernels and the eight hand-written ones.
-  CHECK(verified.size() >= (test::emulated() ? 11u : 13u));
+  // cuBLASLt's two heuristics (on a GPU), three generated kernels and the nine hand-written ones.
+  CHECK(verified.size() >= (test::emulated() ? 12u : 14u));
   for (const auto& [name, problems] : verified)
     CHECK_MESSAGE(problems > 0, name << " supports none of the test problems");
 }
