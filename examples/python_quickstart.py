@@ -43,6 +43,18 @@ error = (np.abs(s - want) / (1 + np.abs(want))).max()
 print(f"swiglu: max relative error {error:.2e}")
 assert error < 1e-3, "the SwiGLU disagrees with NumPy"
 
+# Rotary position embedding in place on [tokens, heads, head_dim], one int32 position per token.
+q = rng.standard_normal((4, 8, 64)).astype(np.float32)
+positions = np.array([7, 0, 4000, 12], np.int32)
+before = q.astype(np.float64)
+ctx.rope(q, positions, theta=500000.0, max_position=8192)  # split-half pairs (Hugging Face's layout)
+angle = positions[:, None, None] * 500000.0 ** (-2 * np.arange(32) / 64)
+x1, x2 = before[..., :32], before[..., 32:]
+want = np.concatenate([x1 * np.cos(angle) - x2 * np.sin(angle), x2 * np.cos(angle) + x1 * np.sin(angle)], -1)
+error = np.abs(q - want).max()
+print(f"rope: max |error| {error:.2e}")
+assert error < 1e-4, "the RoPE disagrees with NumPy"
+
 print(ctx.explain("gemm", a, b, bias=bias, act="gelu_erf"))
 for plugin in ctx.plugins():
     print(f"plugin {plugin.name or os.path.basename(plugin.path)}: {plugin.status} {plugin.reason}")
