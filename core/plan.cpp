@@ -69,7 +69,7 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
   // A run starts from the plan's scalars with every address NULL (start_operands), then binds
   // the used slots' addresses: the op's operands must hold no other address.
   arb_operands started;
-  start_operands(started);
+  start_operands<-1>(started);
   for (int k = 0; k < used_count_; ++k)
     std::memcpy(reinterpret_cast<char*>(&started) + uses_[k].offset,
                 reinterpret_cast<const char*>(&call.operands) + uses_[k].offset, sizeof(void*));

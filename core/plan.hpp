@@ -35,7 +35,7 @@ class Plan {
   template <int kLayout = -1>
   ARBITER_HOT_INLINE void run(const arb_plan_operands& data, void* stream) {
     arb_operands operands;
-    start_operands(operands);
+    start_operands<kLayout>(operands);
     if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE) [[unlikely]]
       refuse(data);
     bool aligned;
@@ -69,13 +69,30 @@ class Plan {
   // are NULL but for the ones the binder overwrites, so those are written as zeros (stores of a
   // register no load feeds) and only the scalars (alpha to reserved) copied; the addresses
   // appended after them (swiglu's gate and up, plugin ABI 1.1; rope's positions, 1.2) are
-  // zeroed too.
+  // zeroed too. For a listed layout, a 16-byte piece whose two words the layout's addresses
+  // both overwrite is not zeroed first (rmsnorm's weight and y: one store fewer a run).
   static constexpr size_t kScalarsAt = offsetof(arb_operands, alpha);
   static constexpr size_t kScalarsEnd = offsetof(arb_operands, gate);
   static_assert(kScalarsAt % 16 == 0 && kScalarsEnd - kScalarsAt == 16 && (sizeof(arb_operands) - kScalarsEnd) % 8 == 0,
                 "arb_operands grew: keep the zeroed and copied parts in 16-byte pieces (the tail in 8-byte ones)");
+  template <int kLayout>
+  static constexpr uint64_t bound_words() {  // bit w: word w of arb_operands holds a bound address
+    if constexpr (kLayout < 0) {
+      return 0;
+    } else {
+      uint64_t words = 0;
+      for (int slot = 0; slot < kSlots; ++slot)
+        if ((kPlanLayouts[kLayout].used >> slot & 1) != 0) words |= uint64_t{1} << (kPlanLayouts[kLayout].offset[slot] / 8);
+      return words;
+    }
+  }
+  template <int kLayout>
   ARBITER_HOT_INLINE void start_operands(arb_operands& operands) const {
-    std::memset(&operands, 0, kScalarsAt);
+    constexpr uint64_t kBound = bound_words<kLayout>();
+    [&]<size_t... kPiece>(std::index_sequence<kPiece...>) {
+      ((((kBound >> (2 * kPiece)) & 3) == 3 ? void() : void(std::memset(reinterpret_cast<char*>(&operands) + 16 * kPiece, 0, 16))),
+       ...);
+    }(std::make_index_sequence<kScalarsAt / 16>{});
     operands.struct_size = sizeof operands;  // as build_call sets it (the constructor checks)
     std::memcpy(reinterpret_cast<char*>(&operands) + kScalarsAt, reinterpret_cast<const char*>(&operands_) + kScalarsAt,
                 kScalarsEnd - kScalarsAt);
