@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 
 namespace arbiter {
@@ -27,12 +28,18 @@ arb_problem keep_padding(const Op& op, const arb_problem& original, arb_problem 
 }
 
 // Row strides drawn one by one: the least of the class half the time, padded by up to 64
-// elements otherwise, so that no kernel can assume strides equal to each other or to the
-// columns.
+// elements otherwise, so that no kernel can assume strides equal to the columns; and each
+// different from those drawn before it, so that no kernel can assume them equal to each other
+// (swiglu's up stepped with gate's stride passed whenever two draws agreed on every shape).
 arb_problem draw_strides(const Op& op, arb_problem p, int32_t alignment, std::mt19937_64& rng) {
+  std::vector<int64_t> drawn;
   for (const StrideField& field : op.strides(p)) {
-    const int64_t padding = rng() % 2 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 64);
-    p.*field.member = stride_with_alignment(field.least + padding, dtype_size(p.dtype), alignment);
+    int64_t padding = rng() % 2 == 0 ? 0 : 1 + static_cast<int64_t>(rng() % 64);
+    int64_t stride = stride_with_alignment(field.least + padding, dtype_size(p.dtype), alignment);
+    for (int tries = 0; tries < 1024 && std::find(drawn.begin(), drawn.end(), stride) != drawn.end(); ++tries)
+      stride = stride_with_alignment(field.least + ++padding, dtype_size(p.dtype), alignment);
+    drawn.push_back(stride);
+    p.*field.member = stride;
   }
   op.tie_strides(p);
   p.alignment = stride_alignment(p);
