@@ -444,9 +444,11 @@ std::string run_as_layout(arbiter::Plan& plan, const arb_plan_operands& data, st
 TEST_CASE("plans: every op's plan runs through its listed layout, which accepts and refuses as the general binder does") {
   auto context = arbiter::test::make_context(arbiter::test::config_loading(arbiter::test::shipped_plugins(), ""));
   const int64_t rows = 4, cols = 16;
-  // One 64-byte aligned buffer per slot, of cols x cols floats (b's shape, the largest).
+  // One 64-byte aligned buffer per slot, of cols x cols floats (b's shape, the largest) and 16
+  // more: a run below puts a tensor 4 floats into another's buffer, where the whole tensor must
+  // still lie inside it (the shadow checks read it all).
   std::vector<Floats> buffers;
-  for (uint32_t i = 0; i < 5; ++i) buffers.push_back(random_floats(cols * cols, 50 + i));
+  for (uint32_t i = 0; i < 5; ++i) buffers.push_back(random_floats(cols * cols + 16, 50 + i));
   auto matrix = [&](int i) { return std::make_unique<Tensor>(buffers[static_cast<size_t>(i)].data(), std::vector<int64_t>{rows, cols}); };
   auto row = [&](int i) { return std::make_unique<Tensor>(buffers[static_cast<size_t>(i)].data(), std::vector<int64_t>{cols}); };
   struct Case {
@@ -492,7 +494,7 @@ TEST_CASE("plans: every op's plan runs through its listed layout, which accepts 
   cases.push_back({"softmax", &arbiter::softmax_op(), &softmax});
   cases.push_back({"swiglu", &arbiter::swiglu_op(), &swiglu});
   // rope: x as rows tokens of 2 heads of cols / 2, and int32 positions in a buffer of their own.
-  Floats position_buffer(cols * cols);  // as large as the others: a run may put x into it
+  Floats position_buffer(cols * cols + 16);  // as large as the others: a run may put x into it
   for (int32_t t = 0; t < rows; ++t) std::memcpy(position_buffer.data() + t, &t, sizeof t);
   auto heads = std::make_unique<Tensor>(buffers[0].data(), std::vector<int64_t>{rows, 2, cols / 2});
   auto positions = std::make_unique<Tensor>(position_buffer.data(), std::vector<int64_t>{rows}, DLDataType{kDLInt, 32, 1});
