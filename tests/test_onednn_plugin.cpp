@@ -344,6 +344,24 @@ TEST_CASE("onednn.matmul matches the reference: dtypes, transposes, epilogues, C
   }
 }
 
+TEST_CASE("onednn: a problem oneDNN's primitive cache takes for another runs with the cached primitive's scratchpad") {
+  require_usable();
+  // For one row, oneDNN's primitive cache ignores the row strides of A and D, so these two
+  // problems meet there. Described first, while the cache is empty, the second is jit gemm
+  // (no scratchpad); the first, launched next, puts its brgemm primitive (which copies B
+  // into its scratchpad) in the cache; the second's primitive, created after, is that one.
+  // Sized from the second's own descriptor, the copy went to address 0 (a verification's
+  // edge shapes did exactly this).
+  const std::string first = "gemm f32 m=1 n=48 k=80 tb=1", second = "gemm f32 m=1 n=48 k=80 tb=1 lda=160 ldb=80 ldd=96";
+  const KernelRecord* matmul = shared_context().registry().find("onednn.matmul");
+  REQUIRE(matmul != nullptr);
+  std::string why;
+  REQUIRE_MESSAGE(kernel_supports(*matmul, parse_problem(second).problem, &why), why);
+  for (const std::string& text : {first, second, first, second}) {
+    CHECK_MESSAGE(agrees_with_reference("onednn.matmul", text, 5, &why), text, ": ", why);
+  }
+}
+
 TEST_CASE("onednn: no softmax kernel (oneDNN gives 0 where arbiter gives NaN, a row of -inf logits)") {
   require_usable();
   CHECK(direct_plugin().kernel("softmax") == nullptr);

@@ -21,7 +21,7 @@ namespace arbiter::plugins::onednn {
   X(dnnl_post_ops_destroy) X(dnnl_post_ops_append_sum) X(dnnl_post_ops_append_eltwise)                     \
   X(dnnl_post_ops_append_binary) X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy)              \
   X(dnnl_primitive_desc_query) X(dnnl_primitive_desc_query_md) X(dnnl_primitive_create)                    \
-  X(dnnl_primitive_destroy) X(dnnl_primitive_execute)
+  X(dnnl_primitive_destroy) X(dnnl_primitive_execute) X(dnnl_primitive_get_primitive_desc)
 
 class OneDnnLibrary {
  public:

@@ -77,14 +77,6 @@ void gemm(const Launch& l) {
       throw Error(ARB_ERR_INVALID_ARGUMENT, "the workspace is smaller than workspace_size() asked for");
     scratchpad = reinterpret_cast<char*>(at);
   }
-  std::call_once(variant.created, [&] {
-    variant.create_status = library.dnnl_primitive_create(&variant.primitive, variant.descriptor);
-    if (variant.create_status != dnnl_success) variant.primitive = nullptr;
-  });
-  if (variant.primitive == nullptr)
-    throw Error(ARB_ERR_KERNEL, std::string("oneDNN could not create the primitive: ") +
-                                    OneDnnLibrary::status_name(variant.create_status));
-
   prepare_accumulator(p, o);
   SlotLease lease(library, entry, variant);
   Slot& slot = lease.slot();

@@ -68,8 +68,20 @@ bool describe(const OneDnnLibrary& l, const void* op_descriptor, const Attribute
     why = "oneDNN has no " + what + " (" + OneDnnLibrary::status_name(s) + ")";
     return false;
   }
+  if (const dnnl_status_t c = l.dnnl_primitive_create(&v.primitive, v.descriptor); c != dnnl_success) {
+    v.primitive = nullptr;
+    why = "oneDNN could not create the " + what + " (" + OneDnnLibrary::status_name(c) + ")";
+    return false;
+  }
+  // What runs is the primitive's own descriptor (see Variant): it says the implementation
+  // and the scratchpad.
+  const_dnnl_primitive_desc_t actual = nullptr;
+  if (l.dnnl_primitive_get_primitive_desc(v.primitive, &actual) != dnnl_success || actual == nullptr) {
+    why = "oneDNN cannot describe its " + what;
+    return false;
+  }
   const char* implementation = nullptr;
-  if (l.dnnl_primitive_desc_query(v.descriptor, dnnl_query_impl_info_str, 0, &implementation) == dnnl_success &&
+  if (l.dnnl_primitive_desc_query(actual, dnnl_query_impl_info_str, 0, &implementation) == dnnl_success &&
       implementation != nullptr)
     v.implementation = implementation;
   // Its reference implementations are plain loops, far slower than the reference plugin's
@@ -78,8 +90,10 @@ bool describe(const OneDnnLibrary& l, const void* op_descriptor, const Attribute
     why = "oneDNN has only its reference implementation (" + v.implementation + ") for " + what;
     return false;
   }
-  const dnnl_memory_desc_t* scratchpad = l.dnnl_primitive_desc_query_md(v.descriptor, dnnl_query_scratchpad_md, 0);
-  v.scratchpad_bytes = scratchpad ? l.dnnl_memory_desc_get_size(scratchpad) : 0;
+  if (const dnnl_memory_desc_t* scratchpad = l.dnnl_primitive_desc_query_md(actual, dnnl_query_scratchpad_md, 0)) {
+    v.scratchpad = *scratchpad;
+    v.scratchpad_bytes = l.dnnl_memory_desc_get_size(scratchpad);
+  }
   return true;
 }
 
@@ -236,12 +250,11 @@ SlotLease::SlotLease(const OneDnnLibrary& l, Entry& entry, Variant& variant) : v
   // a new slot, the one allocation of this path.
   auto slot = std::make_unique<Slot>();
   bool made = l.dnnl_stream_create(&slot->stream, l.engine(), dnnl_stream_default_flags) == dnnl_success;
-  const dnnl_memory_desc_t* scratchpad = l.dnnl_primitive_desc_query_md(variant.descriptor, dnnl_query_scratchpad_md, 0);
   for (int i = 0; made && i < kArgumentCount; ++i) {
     const dnnl_memory_desc_t* md = &entry.descriptor[i];
     if (i == kScratchpad) {
-      if (variant.scratchpad_bytes == 0 || scratchpad == nullptr) continue;
-      md = scratchpad;
+      if (variant.scratchpad_bytes == 0) continue;
+      md = &variant.scratchpad;
     } else if (i == kScale) {
       if (&variant != &entry.scaled) continue;
     } else if (!entry.used[i]) {

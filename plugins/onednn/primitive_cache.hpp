@@ -1,8 +1,8 @@
-// oneDNN primitives, one set per problem, built on the first supports(), workspace_size()
-// or launch that names the problem and kept for the plugin's life, so that a launch on a
-// hit allocates nothing of its own: it finds the entry, takes a free slot (memory objects
-// and a stream that only one launch uses at a time), points the slot's memory objects at
-// the call's data and executes.
+// oneDNN primitives, one set per problem, created (JIT code and all) on the first
+// supports(), workspace_size() or launch that names the problem and kept for the plugin's
+// life, so that a launch on a hit allocates nothing of its own: it finds the entry, takes a
+// free slot (memory objects and a stream that only one launch uses at a time), points the
+// slot's memory objects at the call's data and executes.
 #pragma once
 
 #include "onednn_library.hpp"
@@ -40,11 +40,15 @@ struct Slot {
 };
 
 // One primitive: the problem with alpha == 1 (no scaling), or with alpha given at run time.
+// The primitive is created with the entry, and its implementation and scratchpad are read
+// from the primitive's own descriptor, not from the one it was created from: oneDNN's
+// primitive cache may hand back an equivalent primitive of another implementation (its key
+// ignores the strides of size-1 dimensions: gemm 1x64x64 with lda 64 and with lda 128 meet
+// there, though their descriptors chose brgemm, which needs a scratchpad, and jit gemm).
 struct Variant {
-  dnnl_primitive_desc_t descriptor = nullptr;
-  dnnl_primitive_t primitive = nullptr;  // created on the first launch
-  std::once_flag created;
-  dnnl_status_t create_status = dnnl_success;
+  dnnl_primitive_desc_t descriptor = nullptr;  // what the primitive was created from (owned)
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_desc_t scratchpad{};  // the primitive's, when scratchpad_bytes > 0
   size_t scratchpad_bytes = 0;
   std::string implementation;
   std::mutex slots_mutex;
