@@ -134,7 +134,24 @@ static_assert(offsetof(arb_problem, max_position) == 200);
 static_assert(offsetof(arb_problem, rope_theta) == 208);
 static_assert(offsetof(arb_problem, rope_layout) == 216);
 static_assert(offsetof(arb_problem, reserved_rope) == 220);
-static_assert(sizeof(arb_problem) == 224);
+static_assert(offsetof(arb_problem, q_len) == 224);  // since 1.3 of the plugin ABI: attention
+static_assert(offsetof(arb_problem, kv_len) == 232);
+static_assert(offsetof(arb_problem, kv_heads) == 240);
+static_assert(offsetof(arb_problem, ld_q_batch) == 248);
+static_assert(offsetof(arb_problem, ld_q_token) == 256);
+static_assert(offsetof(arb_problem, ld_q_head) == 264);
+static_assert(offsetof(arb_problem, ld_k_batch) == 272);
+static_assert(offsetof(arb_problem, ld_k_token) == 280);
+static_assert(offsetof(arb_problem, ld_k_head) == 288);
+static_assert(offsetof(arb_problem, ld_v_batch) == 296);
+static_assert(offsetof(arb_problem, ld_v_token) == 304);
+static_assert(offsetof(arb_problem, ld_v_head) == 312);
+static_assert(offsetof(arb_problem, ld_o_batch) == 320);
+static_assert(offsetof(arb_problem, ld_o_token) == 328);
+static_assert(offsetof(arb_problem, ld_o_head) == 336);
+static_assert(offsetof(arb_problem, causal) == 344);
+static_assert(offsetof(arb_problem, reserved_attention) == 348);
+static_assert(sizeof(arb_problem) == 352);
 // arb_operands
 static_assert(offsetof(arb_operands, struct_size) == 0);
 static_assert(offsetof(arb_operands, a) == 8);
@@ -153,7 +170,11 @@ static_assert(offsetof(arb_operands, reserved) == 92);
 static_assert(offsetof(arb_operands, gate) == 96);  // since 1.1 of the plugin ABI: swiglu
 static_assert(offsetof(arb_operands, up) == 104);
 static_assert(offsetof(arb_operands, positions) == 112);  // since 1.2 of the plugin ABI: rope
-static_assert(sizeof(arb_operands) == 120);
+static_assert(offsetof(arb_operands, q) == 120);  // since 1.3 of the plugin ABI: attention
+static_assert(offsetof(arb_operands, k) == 128);
+static_assert(offsetof(arb_operands, v) == 136);
+static_assert(offsetof(arb_operands, o) == 144);
+static_assert(sizeof(arb_operands) == 152);
 // arb_kernel
 static_assert(offsetof(arb_kernel, struct_size) == 0);
 static_assert(offsetof(arb_kernel, name) == 8);
@@ -214,6 +235,11 @@ static_assert(offsetof(arb_rope_args, x) == 8 && offsetof(arb_rope_args, positio
               offsetof(arb_rope_args, theta) == 24 && offsetof(arb_rope_args, max_position) == 32 &&
               offsetof(arb_rope_args, layout) == 40 && offsetof(arb_rope_args, reserved) == 44 &&
               sizeof(arb_rope_args) == 48);
+static_assert(ARB_ATTENTION_ARGS_STRUCT_SIZE == 48);  // added in 1.6: the size of its first version
+static_assert(offsetof(arb_attention_args, q) == 8 && offsetof(arb_attention_args, k) == 16 &&
+              offsetof(arb_attention_args, v) == 24 && offsetof(arb_attention_args, o) == 32 &&
+              offsetof(arb_attention_args, scale) == 40 && offsetof(arb_attention_args, causal) == 44 &&
+              sizeof(arb_attention_args) == 48);
 static_assert(ARB_PROBLEM_STRUCT_SIZE == 168);
 static_assert(ARB_OPERANDS_STRUCT_SIZE == 96);
 static_assert(ARB_KERNEL_STRUCT_SIZE == 72);
@@ -257,7 +283,8 @@ static_assert(ARB_OK == 0 && ARB_ERR_INVALID_ARGUMENT == 1 && ARB_ERR_UNSUPPORTE
               ARB_ERR_PLUGIN == 4 && ARB_ERR_KERNEL == 5 && ARB_ERR_OUT_OF_MEMORY == 6 && ARB_ERR_VERSION == 7 &&
               ARB_ERR_BUFFER_TOO_SMALL == 8 && ARB_ERR_INTERNAL == 9 && ARB_ERR_TABLE == 10);
 static_assert(ARB_DTYPE_F32 == 1 && ARB_DTYPE_F16 == 2 && ARB_DTYPE_BF16 == 3);
-static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3 && ARB_OP_SWIGLU == 4 && ARB_OP_ROPE == 5);
+static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3 && ARB_OP_SWIGLU == 4 && ARB_OP_ROPE == 5 &&
+              ARB_OP_ATTENTION == 6);
 static_assert(ARB_ROPE_SPLIT_HALF == 0 && ARB_ROPE_INTERLEAVED == 1);
 static_assert(ARB_ACT_NONE == 0 && ARB_ACT_RELU == 1 && ARB_ACT_GELU_TANH == 2 && ARB_ACT_GELU_ERF == 3 &&
               ARB_ACT_SILU == 4);
@@ -267,9 +294,9 @@ static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 =
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);
-  CHECK(ARB_ABI_VERSION_MINOR == 5);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope
+  CHECK(ARB_ABI_VERSION_MINOR == 6);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope; 1.6: arb_attention
   CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
-  CHECK(ARB_PLUGIN_ABI_MINOR == 2);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions
+  CHECK(ARB_PLUGIN_ABI_MINOR == 3);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions; 1.3: ARB_OP_ATTENTION, its fields, q/k/v/o
   CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));
 }
 

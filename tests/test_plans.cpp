@@ -420,6 +420,41 @@ TEST_CASE("plans: rope in place, positions checked against x") {
   CHECK(arb_plan_run(plan.plan, &o, nullptr) == ARB_ERR_INVALID_ARGUMENT);
 }
 
+TEST_CASE("plans: attention, a run on other memory equals the call on it") {
+  PublicContext context;
+  const int64_t q_len = 3, kv_len = 37, heads = 4, kv_heads = 2, dim = 16;
+  Floats q = random_floats(q_len * heads * dim, 31), k = random_floats(kv_len * kv_heads * dim, 32),
+         v = random_floats(kv_len * kv_heads * dim, 33), o(q_len * heads * dim), o2(o.size());
+  Floats q2 = random_floats(q.size(), 34), k2 = random_floats(k.size(), 35), v2 = random_floats(v.size(), 36);
+  Tensor tq(q.data(), {1, q_len, heads, dim}), tk(k.data(), {1, kv_len, kv_heads, dim}),
+      tv(v.data(), {1, kv_len, kv_heads, dim}), to(o.data(), {1, q_len, heads, dim});
+  arb_attention_args args = ARB_ATTENTION_ARGS_INIT;
+  args.q = &tq.t;
+  args.k = &tk.t;
+  args.v = &tv.t;
+  args.o = &to.t;
+  args.causal = 1;
+  args.scale = 0.3f;
+  Plan plan(context.ctx, ARB_OP_ATTENTION, &args);
+  arb_plan_operands run = ARB_PLAN_OPERANDS_INIT;
+  run.tensors[0] = q2.data();
+  run.tensors[1] = k2.data();
+  run.tensors[2] = v2.data();
+  run.tensors[3] = o2.data();
+  REQUIRE(arb_plan_run(plan.plan, &run, nullptr) == ARB_OK);
+  Tensor tq2(q2.data(), {1, q_len, heads, dim}), tk2(k2.data(), {1, kv_len, kv_heads, dim}),
+      tv2(v2.data(), {1, kv_len, kv_heads, dim});
+  args.q = &tq2.t;
+  args.k = &tk2.t;
+  args.v = &tv2.t;
+  REQUIRE(arb_attention(context.ctx, &args, nullptr) == ARB_OK);
+  CHECK(std::memcmp(o.data(), o2.data(), o.size() * sizeof(float)) == 0);
+  // o onto an input: refused before anything runs.
+  run.tensors[3] = k2.data() + 8;
+  CHECK(arb_plan_run(plan.plan, &run, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(arb_last_error()).find("overlaps") != std::string::npos);
+}
+
 namespace {
 
 // What a run of `plan` did: "ok", or the status and message it threw.
@@ -502,6 +537,19 @@ TEST_CASE("plans: every op's plan runs through its listed layout, which accepts 
   rope.x = &heads->t;
   rope.positions = &positions->t;
   cases.push_back({"rope", &arbiter::rope_op(), &rope});
+  // attention: q and o [1, rows, 2, cols / 2], k and v [1, rows, 1, cols / 2] (two query heads
+  // a key/value head), causal.
+  auto q4 = std::make_unique<Tensor>(buffers[0].data(), std::vector<int64_t>{1, rows, 2, cols / 2});
+  auto k4 = std::make_unique<Tensor>(buffers[1].data(), std::vector<int64_t>{1, rows, 1, cols / 2});
+  auto v4 = std::make_unique<Tensor>(buffers[2].data(), std::vector<int64_t>{1, rows, 1, cols / 2});
+  auto o4 = std::make_unique<Tensor>(buffers[3].data(), std::vector<int64_t>{1, rows, 2, cols / 2});
+  arb_attention_args attention = ARB_ATTENTION_ARGS_INIT;
+  attention.q = &q4->t;
+  attention.k = &k4->t;
+  attention.v = &v4->t;
+  attention.o = &o4->t;
+  attention.causal = 1;
+  cases.push_back({"attention", &arbiter::attention_op(), &attention});
 
   for (const Case& test : cases) {
     CAPTURE(test.name);

@@ -92,6 +92,7 @@ const arbiter::Op& op_of(const arb_rmsnorm_args*) { return arbiter::rmsnorm_op()
 const arbiter::Op& op_of(const arb_softmax_args*) { return arbiter::softmax_op(); }
 const arbiter::Op& op_of(const arb_swiglu_args*) { return arbiter::swiglu_op(); }
 const arbiter::Op& op_of(const arb_rope_args*) { return arbiter::rope_op(); }
+const arbiter::Op& op_of(const arb_attention_args*) { return arbiter::attention_op(); }
 
 // A call of an op, the hot path of arb_gemm, arb_rmsnorm and arb_softmax: the common case
 // (every tensor row-major, of one known dtype, sizes up to 2^30) built inline, its problem
@@ -264,6 +265,11 @@ ARB_API arb_status arb_context_destroy(arb_context context) {
 
 // No fast path: rope's checks read the positions on the CPU, and its cost is in the kernel.
 ARB_API arb_status arb_rope(arb_context context, const arb_rope_args* args, void* stream) {
+  return run_op(context, op_of(args), args, stream);
+}
+
+// No fast path: the cost is in the kernel (a decode step reads the whole cache).
+ARB_API arb_status arb_attention(arb_context context, const arb_attention_args* args, void* stream) {
   return run_op(context, op_of(args), args, stream);
 }
 

@@ -167,18 +167,8 @@ const ProblemBuffers::Operand* ProblemBuffers::find(const std::string& name) con
 }
 
 void* operand_pointer(const arb_operands& o, std::string_view name) {
-  if (name == "a") return const_cast<void*>(o.a);
-  if (name == "b") return const_cast<void*>(o.b);
-  if (name == "c") return const_cast<void*>(o.c);
-  if (name == "bias") return const_cast<void*>(o.bias);
-  if (name == "d") return o.d;
-  if (name == "x") return o.x;
-  if (name == "residual") return const_cast<void*>(o.residual);
-  if (name == "weight") return const_cast<void*>(o.weight);
-  if (name == "y") return o.y;
-  if (name == "gate") return const_cast<void*>(o.gate);
-  if (name == "up") return const_cast<void*>(o.up);
-  if (name == "positions") return const_cast<void*>(o.positions);
+  for (const OperandField& field : kOperandFields)
+    if (name == field.name) return operand_field(o, field);
   return nullptr;
 }
 

@@ -6,6 +6,7 @@
 #include "device/host_buffer.hpp"
 #include "problem/input_draw.hpp"
 #include "problem/op.hpp"
+#include "problem/operand_fields.hpp"
 
 #include <arbiter/plugin.h>
 
@@ -24,25 +25,14 @@ enum class Distribution {
 const char* distribution_name(Distribution distribution);
 const InputDraw& input_draw(Distribution distribution);
 
-// The arb_operands of a problem whose buffers `find(name)` returns ("a", "b", "c", "bias",
-// "d", "x", "residual", "weight", "y", "gate", "up", "positions"; nullptr for absent ones). C is D
-// when c_is_d.
+// The arb_operands of a problem whose buffers `find(name)` returns (every name of
+// kOperandFields; nullptr for absent ones). C is D when c_is_d.
 template <typename Find>
 arb_operands operands_by_name(const arb_problem& problem, Find&& find, float alpha, float beta, float eps) {
   arb_operands o{};
   o.struct_size = sizeof o;
-  o.a = find("a");
-  o.b = find("b");
-  o.c = problem.c_is_d ? find("d") : find("c");
-  o.bias = find("bias");
-  o.d = find("d");
-  o.x = find("x");
-  o.residual = find("residual");
-  o.weight = find("weight");
-  o.y = find("y");
-  o.gate = find("gate");
-  o.up = find("up");
-  o.positions = find("positions");
+  for (const OperandField& field : kOperandFields) operand_field(o, field) = find(field.name);
+  if (problem.c_is_d) o.c = o.d;
   o.alpha = alpha;
   o.beta = beta;
   o.eps = eps;

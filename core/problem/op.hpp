@@ -44,7 +44,7 @@ struct SizeField {
   const char* name;
   int64_t arb_problem::*member;
 };
-inline constexpr size_t kMaxSizes = 4;
+inline constexpr size_t kMaxSizes = 6;
 
 // One size per SizeField, in the op's order.
 struct Sizes {

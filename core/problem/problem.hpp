@@ -130,7 +130,10 @@ inline int32_t alignment_class(std::initializer_list<uint64_t> values) noexcept 
 // a power of two, so OR-ing the strides before scaling loses nothing.
 inline int32_t stride_alignment(const arb_problem& p) noexcept {
   const auto strides = static_cast<uint64_t>(p.lda | p.ldb | p.ldc | p.ldd | p.ld_x | p.ld_y | p.ld_residual |
-                                                  p.ld_gate | p.ld_up | p.ld_head);
+                                                  p.ld_gate | p.ld_up | p.ld_head | p.ld_q_batch |
+                                                  p.ld_q_token | p.ld_q_head | p.ld_k_batch | p.ld_k_token |
+                                                  p.ld_k_head | p.ld_v_batch | p.ld_v_token | p.ld_v_head |
+                                                  p.ld_o_batch | p.ld_o_token | p.ld_o_head);
   return alignment_class({strides * static_cast<uint64_t>(dtype_size(p.dtype))});
 }
 

@@ -79,6 +79,22 @@ int64_t ProblemFields::take_int(std::string_view key, int64_t fallback) {
   return v ? to_int(key, *v) : fallback;
 }
 
+bool ProblemFields::take_ints(std::string_view key, int64_t* values, size_t count) {
+  const auto v = take(key);
+  if (!v) return false;
+  size_t at = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const size_t comma = v->find(',', at);
+    const bool last = i + 1 == count;
+    if (last != (comma == std::string_view::npos))
+      arbiter::bad(fmt::format("'{}={}': expected {} comma-separated integers", key, *v, count));
+    const size_t end = last ? v->size() : comma;
+    values[i] = to_int(key, v->substr(at, end - at));
+    at = end + 1;
+  }
+  return true;
+}
+
 int64_t ProblemFields::require_int(std::string_view key) {
   const auto v = take(key);
   if (!v) arbiter::bad(fmt::format("{} needs '{}='", op_, key));

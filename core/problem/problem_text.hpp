@@ -36,6 +36,8 @@ class ProblemFields {
   std::optional<std::string_view> take(std::string_view key);
   int64_t take_int(std::string_view key, int64_t fallback);
   int64_t require_int(std::string_view key);
+  // `count` comma-separated integers into values ("ldq=0,4096,128"); false when absent.
+  bool take_ints(std::string_view key, int64_t* values, size_t count);
   bool take_flag(std::string_view key);  // absent: false
   std::optional<float> take_float(std::string_view key);
   std::optional<double> take_double(std::string_view key);

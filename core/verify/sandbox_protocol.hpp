@@ -11,6 +11,8 @@
 // for that allocation, launches, waits for the device, and copies every allocation back.
 #pragma once
 
+#include "problem/operand_fields.hpp"
+
 #include <arbiter/plugin.h>
 
 #include <cstddef>
@@ -18,7 +20,7 @@
 
 namespace arbiter::sandbox {
 
-inline constexpr uint64_t kMagic = 0x34646e6173627261ull;  // "arbsand4"
+inline constexpr uint64_t kMagic = 0x35646e6173627261ull;  // "arbsand5"
 inline constexpr int kArenaFd = 3;
 inline constexpr int kFirstChannelFd = 4;
 inline constexpr int kChannels = 4;  // as many launches at once as the concurrent-call check makes
@@ -26,7 +28,7 @@ inline constexpr int kChannels = 4;  // as many launches at once as the concurre
 // verification may allocate, not what it costs.
 inline constexpr size_t kArenaBytes = size_t(64) << 30;
 inline constexpr uint64_t kNoOperand = ~uint64_t(0);
-inline constexpr int kOperandPointers = 12;
+inline constexpr int kOperandPointers = kOperandFieldCount;
 
 struct LaunchRequest {
   uint64_t magic;
@@ -48,22 +50,11 @@ struct Reply {
   char message[1024];  // NUL-terminated
 };
 
-// Calls f(field) for every pointer field of arb_operands (a void*& or const void*&), in a
-// fixed order (kOperandPointers).
+// Calls f(field) for every pointer field of arb_operands (as a void*&), in kOperandFields'
+// order.
 template <typename F>
 void for_each_pointer(arb_operands& o, F&& f) {
-  f(o.a);
-  f(o.b);
-  f(o.c);
-  f(o.bias);
-  f(o.d);
-  f(o.x);
-  f(o.residual);
-  f(o.weight);
-  f(o.y);
-  f(o.gate);
-  f(o.up);
-  f(o.positions);
+  for (const OperandField& field : kOperandFields) f(operand_field(o, field));
 }
 
 }  // namespace arbiter::sandbox

@@ -31,7 +31,7 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 5
+#define ARB_ABI_VERSION_MINOR 6
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
@@ -165,6 +165,30 @@ typedef struct arb_rope_args {
 ARB_API arb_status arb_swiglu(arb_context context, const arb_swiglu_args* args, void* stream);
 /* since 1.5 */
 ARB_API arb_status arb_rope(arb_context context, const arb_rope_args* args, void* stream);
+
+/* since 1.6: scaled dot-product attention. q [batch, q_len, heads, head_dim], k and v
+ * [batch, kv_len, kv_heads, head_dim], o like q; one dtype (f32, f16, bf16), one device; any
+ * strides but the last dimension's (contiguous). heads is a multiple of kv_heads (grouped-query
+ * attention: query head h reads key/value head h / (heads / kv_heads)). Per batch and head,
+ * o = softmax(scale * q k^T) v, the softmax over the keys, in f32 or wider. With causal, query
+ * i sees key j only when j <= i + kv_len - q_len: the mask is aligned to the end of the keys,
+ * so decode (q_len = 1 against a cache of kv_len) sees every key; kv_len >= q_len. o must not
+ * overlap q, k or v, nor itself (two of its elements at one address); q, k and v may overlap
+ * one another (the Q, K and V columns of one fused QKV projection). head_dim <= 512.
+ * (The whole struct; ARB_ATTENTION_ARGS_STRUCT_SIZE is this first version.) */
+typedef struct arb_attention_args {
+  size_t struct_size;
+  const DLTensor* q;
+  const DLTensor* k;
+  const DLTensor* v;
+  const DLTensor* o; /* written */
+  float scale;       /* 0: 1 / sqrt(head_dim); otherwise finite */
+  int32_t causal;    /* 0 or 1 */
+} arb_attention_args;
+#define ARB_ATTENTION_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_attention_args, causal)
+#define ARB_ATTENTION_ARGS_INIT {sizeof(arb_attention_args), NULL, NULL, NULL, NULL, 0.0f, 0}
+
+ARB_API arb_status arb_attention(arb_context context, const arb_attention_args* args, void* stream);
 
 /* ---- explain -------------------------------------------------------------------------
  * Why a kernel is (or would be) chosen: the problem key, the rule that fired, and every

@@ -103,7 +103,8 @@ std::string report(Write&& write) {
 
 // A problem bound once (arb_plan_create): run() takes the tensors' new addresses in the order
 // of the op's args struct (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x,
-// y; swiglu gate, up, y; rope x, positions; nullptr for one the plan does not use). Move-only; destroy it before its Context.
+// y; swiglu gate, up, y; rope x, positions; attention q, k, v, o; nullptr for one the plan
+// does not use). Move-only; destroy it before its Context.
 class Plan {
  public:
   Plan(arb_context context, arb_op op, const void* args) { check(arb_plan_create(context, op, args, &plan_)); }
@@ -217,6 +218,19 @@ class Context {
     args.layout = layout;
     check(arb_rope(context_, &args, stream));
   }
+  // o = softmax(scale q k^T) v per batch and head (ABI 1.6): q and o [batch, q_len, heads,
+  // head_dim], k and v [batch, kv_len, kv_heads, head_dim]; scale 0 is 1 / sqrt(head_dim).
+  void attention(const View& q, const View& k, const View& v, const View& o, bool causal = false, float scale = 0.0f,
+                 void* stream = nullptr) {
+    arb_attention_args args = ARB_ATTENTION_ARGS_INIT;
+    args.q = q;
+    args.k = k;
+    args.v = v;
+    args.o = o;
+    args.causal = causal ? 1 : 0;
+    args.scale = scale;
+    check(arb_attention(context_, &args, stream));
+  }
 
   // Plans (ABI 1.3): the op's arguments bound once; see Plan.
   Plan plan(const arb_gemm_args& args) const { return Plan(context_, ARB_OP_GEMM, &args); }
@@ -224,6 +238,7 @@ class Context {
   Plan plan(const arb_softmax_args& args) const { return Plan(context_, ARB_OP_SOFTMAX, &args); }
   Plan plan(const arb_swiglu_args& args) const { return Plan(context_, ARB_OP_SWIGLU, &args); }
   Plan plan(const arb_rope_args& args) const { return Plan(context_, ARB_OP_ROPE, &args); }
+  Plan plan(const arb_attention_args& args) const { return Plan(context_, ARB_OP_ATTENTION, &args); }
   Plan plan_gemm(const View& a, const View& b, const View& d, float alpha = 1.0f,
                  arb_activation activation = ARB_ACT_NONE, const View* bias = nullptr) const {
     arb_gemm_args args = ARB_GEMM_ARGS_INIT;

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define ARB_PLUGIN_ABI_MAJOR 1
-#define ARB_PLUGIN_ABI_MINOR 2
+#define ARB_PLUGIN_ABI_MINOR 3
 #define ARB_PLUGIN_ENTRY_SYMBOL "arbiter_plugin_entry"
 
 /* A problem: everything a kernel may look at to decide whether and how it runs, and
@@ -79,6 +79,21 @@ typedef struct arb_problem {
   double rope_theta;
   int32_t rope_layout;
   int32_t reserved_rope;
+
+  /* since 1.3: attention, per batch b and query head h, O = softmax(scale * Q K^T) V with
+   * Q [batch, q_len, heads, head_dim], K and V [batch, kv_len, kv_heads, head_dim], O like Q;
+   * batch, heads and cols (= head_dim) are the fields above. Query head h reads key/value
+   * head h / (heads / kv_heads) (grouped-query attention). Strides are in elements, one per
+   * dimension (the last is contiguous); a dimension of size 1 has stride 0. With causal, query
+   * i sees key j only when j <= i + kv_len - q_len (the mask aligned to the end of the keys,
+   * so that decode is q_len = 1 against a cache); kv_len >= q_len. The scale is operands.alpha. */
+  int64_t q_len, kv_len, kv_heads;
+  int64_t ld_q_batch, ld_q_token, ld_q_head;
+  int64_t ld_k_batch, ld_k_token, ld_k_head;
+  int64_t ld_v_batch, ld_v_token, ld_v_head;
+  int64_t ld_o_batch, ld_o_token, ld_o_head;
+  int32_t causal;
+  int32_t reserved_attention;
 } arb_problem;
 #define ARB_PROBLEM_STRUCT_SIZE ARB_STRUCT_SIZE(arb_problem, reserved)
 
@@ -94,13 +109,17 @@ typedef struct arb_operands {
   const void* residual; /* rmsnorm */
   const void* weight;   /* rmsnorm */
   void* y;              /* rmsnorm, softmax */
-  float alpha;          /* gemm */
+  float alpha;          /* gemm; attention's scale */
   float beta;           /* gemm */
   float eps;            /* rmsnorm */
   float reserved;
   const void* gate;     /* since 1.1: swiglu */
   const void* up;       /* since 1.1: swiglu */
   const void* positions; /* since 1.2: rope, int32 [tokens]; rope's x is `x` above */
+  const void* q;         /* since 1.3: attention (its scale is alpha above) */
+  const void* k;
+  const void* v;
+  void* o;
 } arb_operands;
 #define ARB_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_operands, reserved)
 

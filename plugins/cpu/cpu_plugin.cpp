@@ -79,7 +79,7 @@ bool bf16_gemm_amx(const arb_problem& p, Why& why) {
 
 ARBITER_PLUGIN(
     arbiter::plugin::Plugin("cpu", "1.0.0")
-        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm, softmax, swiglu and rope")
+        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm, softmax, swiglu, rope and attention")
         .provenance(ARB_PROVENANCE_HAND_TUNED)
         .priority(100)
         .kernel(arbiter::plugin::Kernel("gemm_small_avx512", ARB_OP_GEMM)
@@ -122,4 +122,8 @@ ARBITER_PLUGIN(
                     .launch([](const Launch& l) { arbiter::cpu::swiglu(l.problem, l.operands); }))
         .kernel(arbiter::plugin::Kernel("rope", ARB_OP_ROPE)
                     .supports(runs_here)
-                    .launch([](const Launch& l) { arbiter::cpu::rope(l.problem, l.operands); })))
+                    .launch([](const Launch& l) { arbiter::cpu::rope(l.problem, l.operands); }))
+        .kernel(arbiter::plugin::Kernel("attention", ARB_OP_ATTENTION)
+                    .supports(runs_here)
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::attention_workspace(p); })
+                    .launch([](const Launch& l) { arbiter::cpu::attention(l.problem, l.operands, l.workspace); })))

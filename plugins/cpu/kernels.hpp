@@ -25,6 +25,9 @@ void rmsnorm(const arb_problem& problem, const arb_operands& operands);
 void softmax(const arb_problem& problem, const arb_operands& operands);
 void swiglu(const arb_problem& problem, const arb_operands& operands);
 void rope(const arb_problem& problem, const arb_operands& operands);  // AVX2, FMA, F16C
+// AVX2, FMA, F16C; its blocks of keys and rows widened to f32 in the workspace (the size below).
+size_t attention_workspace(const arb_problem& problem);
+void attention(const arb_problem& problem, const arb_operands& operands, void* workspace);
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 

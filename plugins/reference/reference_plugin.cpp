@@ -8,6 +8,7 @@
 #include "activation.hpp"
 #include "matrix_access.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -119,6 +120,42 @@ void rope(const Launch& l) {
     }
 }
 
+// Per batch, query head and query: the scores in double (the workspace: kv_len of them, then
+// head_dim accumulators), the softmax by its maximum, then the weighted sum of the values.
+void attention(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  double* score = static_cast<double*>(l.workspace);
+  double* sum = score + p.kv_len;
+  const int64_t group = p.heads / p.kv_heads;
+  const double scale = static_cast<double>(o.alpha);
+  for (int64_t b = 0; b < p.batch; ++b)
+    for (int64_t h = 0; h < p.heads; ++h)
+      for (int64_t i = 0; i < p.q_len; ++i) {
+        const int64_t q = b * p.ld_q_batch + i * p.ld_q_token + h * p.ld_q_head;
+        const int64_t kv_head = h / group;
+        // Causal: query i sees keys up to i + kv_len - q_len (the mask aligned to the end).
+        const int64_t seen = p.causal ? i + p.kv_len - p.q_len + 1 : p.kv_len;
+        double top = -INFINITY;
+        for (int64_t j = 0; j < seen; ++j) {
+          const int64_t k = b * p.ld_k_batch + j * p.ld_k_token + kv_head * p.ld_k_head;
+          double dot = 0.0;
+          for (int64_t d = 0; d < p.cols; ++d) dot += load_float(o.q, q + d, p.dtype) * load_float(o.k, k + d, p.dtype);
+          score[j] = scale * dot;
+          top = std::max(top, score[j]);
+        }
+        double total = 0.0;
+        for (int64_t j = 0; j < seen; ++j) total += score[j] = std::exp(score[j] - top);
+        for (int64_t d = 0; d < p.cols; ++d) sum[d] = 0.0;
+        for (int64_t j = 0; j < seen; ++j) {
+          const int64_t v = b * p.ld_v_batch + j * p.ld_v_token + kv_head * p.ld_v_head;
+          for (int64_t d = 0; d < p.cols; ++d) sum[d] += score[j] * load_float(o.v, v + d, p.dtype);
+        }
+        const int64_t out = b * p.ld_o_batch + i * p.ld_o_token + h * p.ld_o_head;
+        for (int64_t d = 0; d < p.cols; ++d) store_float(o.o, out + d, p.dtype, static_cast<float>(sum[d] / total));
+      }
+}
+
 }  // namespace
 
 namespace {
@@ -135,7 +172,11 @@ arbiter::plugin::Plugin reference_plugin() {
       .kernel(arbiter::plugin::Kernel("rmsnorm", ARB_OP_RMSNORM).supports(on_cpu).launch(rmsnorm))
       .kernel(arbiter::plugin::Kernel("softmax", ARB_OP_SOFTMAX).supports(on_cpu).launch(softmax))
       .kernel(arbiter::plugin::Kernel("swiglu", ARB_OP_SWIGLU).supports(on_cpu).launch(swiglu))
-      .kernel(arbiter::plugin::Kernel("rope", ARB_OP_ROPE).supports(on_cpu).launch(rope));
+      .kernel(arbiter::plugin::Kernel("rope", ARB_OP_ROPE).supports(on_cpu).launch(rope))
+      .kernel(arbiter::plugin::Kernel("attention", ARB_OP_ATTENTION)
+                  .supports(on_cpu)
+                  .workspace([](const arb_problem& p) { return static_cast<size_t>(p.kv_len + p.cols) * sizeof(double); })
+                  .launch(attention));
   return plugin;
 }
 

@@ -139,6 +139,7 @@ const char* op_name(int32_t op) {
     case ARB_OP_SOFTMAX: return "softmax";
     case ARB_OP_SWIGLU: return "swiglu";
     case ARB_OP_ROPE: return "rope";
+    case ARB_OP_ATTENTION: return "attention";
     default: return "unknown";
   }
 }

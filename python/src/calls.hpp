@@ -68,7 +68,7 @@ arb_status read_report(Write write, std::string& text) {
 
 // The Python names of an op's operands in slot order (the output is `out`, as the caller passes it).
 const char* slot_name(int32_t op, int slot);
-// An arb_op's name as the problem syntax spells it ("gemm", ..., "rope"); "unknown" for another.
+// An arb_op's name as the problem syntax spells it ("gemm", ..., "attention"); "unknown" for another.
 const char* op_name(int32_t op);
 
 }  // namespace arbiter::python

@@ -11,5 +11,6 @@ const Op& rmsnorm_op();
 const Op& softmax_op();
 const Op& swiglu_op();
 const Op& rope_op();
+const Op& attention_op();
 
 }  // namespace arbiter

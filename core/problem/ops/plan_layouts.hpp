@@ -59,10 +59,21 @@ constexpr PlanLayout rope() {
   l.offset[1] = offsetof(arb_operands, positions);
   return l;
 }
+// attention: q, k and v read, o written.
+constexpr PlanLayout attention() {
+  PlanLayout l;
+  l.used = 15u;
+  l.outputs = 1u << 3;
+  l.offset[0] = offsetof(arb_operands, q);
+  l.offset[1] = offsetof(arb_operands, k);
+  l.offset[2] = offsetof(arb_operands, v);
+  l.offset[3] = offsetof(arb_operands, o);
+  return l;
+}
 }  // namespace plan_layout_detail
 
 // gemm (a, b, c, bias, d), rmsnorm (x, residual, weight, y), softmax (x, y), swiglu (gate, up, y),
-// rope (x, positions).
+// rope (x, positions), attention (q, k, v, o).
 inline constexpr PlanLayout kPlanLayouts[] = {
     plan_layout_detail::gemm(false, false),
     plan_layout_detail::gemm(false, true),
@@ -74,6 +85,7 @@ inline constexpr PlanLayout kPlanLayouts[] = {
     plan_layout_detail::two_in_one_out(offsetof(arb_operands, gate), offsetof(arb_operands, up),
                                        offsetof(arb_operands, y)),
     plan_layout_detail::rope(),
+    plan_layout_detail::attention(),
 };
 inline constexpr int kPlanLayoutCount = static_cast<int>(sizeof kPlanLayouts / sizeof kPlanLayouts[0]);
 

@@ -32,7 +32,15 @@ inline constexpr ProblemWords kSwigluProblemWords =
 // ABI 1.2): heads through reserved_rope.
 inline constexpr ProblemWords kRopeProblemWords =
     kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_y)) |
-    problem_words(offsetof(arb_problem, heads), sizeof(arb_problem));
+    problem_words(offsetof(arb_problem, heads), offsetof(arb_problem, reserved_rope) + sizeof(int32_t));
+
+// attention: batch (gemm's word), cols (head_dim), heads (rope's word) and its own fields
+// (plugin ABI 1.3): q_len through reserved_attention.
+inline constexpr ProblemWords kAttentionProblemWords =
+    kProblemHeaderWords | problem_words(offsetof(arb_problem, batch), offsetof(arb_problem, batch) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, cols), offsetof(arb_problem, cols) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, heads), offsetof(arb_problem, heads) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, q_len), sizeof(arb_problem));
 
 static_assert(offsetof(arb_problem, c_is_d) + sizeof(int32_t) == offsetof(arb_problem, rows),
               "a field between gemm's and the row ops': give it to its op");

@@ -7,6 +7,7 @@
 #include <arbiter/plugin.h>
 
 #include "problem/op.hpp"
+#include "problem/operand_fields.hpp"
 #include "problem/problem.hpp"
 
 #include <cstddef>
@@ -64,10 +65,8 @@ inline uint64_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); 
 
 // The call's alignment class: every operand address (absent ones are null) and row stride.
 inline int32_t call_alignment(const Call& call) {
-  const arb_operands& o = call.operands;
-  const uint64_t addresses = address(o.a) | address(o.b) | address(o.c) | address(o.bias) | address(o.d) |
-                             address(o.x) | address(o.residual) | address(o.weight) | address(o.y) |
-                             address(o.gate) | address(o.up) | address(o.positions);
+  uint64_t addresses = 0;
+  for (const OperandField& field : kOperandFields) addresses |= address(operand_field(call.operands, field));
   return alignment_class({addresses, static_cast<uint64_t>(stride_alignment(call.problem))});
 }
 
