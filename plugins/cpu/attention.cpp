@@ -62,14 +62,64 @@ struct Scratch {
   }
 };
 
+// Scores of one query against `count` keys, four keys a pass: the query's vector is loaded
+// once for four products, and the four sums reduced together.
+void scores(const float* query, const float* keys, int64_t count, int64_t padded, float* score) {
+  int64_t j = 0;
+  for (; j + 4 <= count; j += 4) {
+    const float* k = keys + j * padded;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t d = 0; d < padded; d += 8) {
+      const __m256 q = _mm256_loadu_ps(query + d);
+      s0 = _mm256_fmadd_ps(q, _mm256_loadu_ps(k + d), s0);
+      s1 = _mm256_fmadd_ps(q, _mm256_loadu_ps(k + padded + d), s1);
+      s2 = _mm256_fmadd_ps(q, _mm256_loadu_ps(k + 2 * padded + d), s2);
+      s3 = _mm256_fmadd_ps(q, _mm256_loadu_ps(k + 3 * padded + d), s3);
+    }
+    // hadd twice: [s0 s1 s2 s3] partial sums in each 128-bit half; the halves added.
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(s0, s1), _mm256_hadd_ps(s2, s3));
+    _mm_storeu_ps(score + j, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+  }
+  for (; j < count; ++j) score[j] = dot(query, keys + j * padded, padded);
+}
+
+// acc[0, 8 kVectors) = acc * rescale + sum over keys of weight[j] * value[j], the accumulator
+// held in registers across the keys.
+template <int kVectors>
+void accumulate(float* acc, const float* values, const float* weight, int64_t count, int64_t padded, float rescale) {
+  __m256 a[kVectors];
+  const __m256 r = _mm256_set1_ps(rescale);
+  for (int c = 0; c < kVectors; ++c) a[c] = _mm256_mul_ps(_mm256_loadu_ps(acc + 8 * c), r);
+  for (int64_t j = 0; j < count; ++j) {
+    const __m256 w = _mm256_set1_ps(weight[j]);
+    const float* v = values + j * padded;
+    for (int c = 0; c < kVectors; ++c) a[c] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * c), a[c]);
+  }
+  for (int c = 0; c < kVectors; ++c) _mm256_storeu_ps(acc + 8 * c, a[c]);
+}
+
+// The accumulator in chunks of 8 vectors (64 floats, half of AVX2's registers), then the rest.
+void accumulate_row(float* acc, const float* values, const float* weight, int64_t count, int64_t padded, float rescale) {
+  int64_t d = 0;
+  for (; d + 64 <= padded; d += 64) accumulate<8>(acc + d, values + d, weight, count, padded, rescale);
+  switch ((padded - d) / 8) {
+    case 1: return accumulate<1>(acc + d, values + d, weight, count, padded, rescale);
+    case 2: return accumulate<2>(acc + d, values + d, weight, count, padded, rescale);
+    case 3: return accumulate<3>(acc + d, values + d, weight, count, padded, rescale);
+    case 4: return accumulate<4>(acc + d, values + d, weight, count, padded, rescale);
+    case 5: return accumulate<5>(acc + d, values + d, weight, count, padded, rescale);
+    case 6: return accumulate<6>(acc + d, values + d, weight, count, padded, rescale);
+    case 7: return accumulate<7>(acc + d, values + d, weight, count, padded, rescale);
+    default: return;
+  }
+}
+
 // One row's scores against `count` keys folded into its running state.
 void fold_keys(const float* query, const Scratch& s, int64_t row, int64_t count, int64_t padded) {
   float* score = s.scores + row * kKeyBlock;
+  scores(query, s.keys, count, padded, score);
   float block_max = -INFINITY;
-  for (int64_t j = 0; j < count; ++j) {
-    score[j] = dot(query, s.keys + j * padded, padded);
-    block_max = std::max(block_max, score[j]);
-  }
+  for (int64_t j = 0; j < count; ++j) block_max = std::max(block_max, score[j]);
   const float old_max = s.maxima[row];
   const float new_max = std::max(old_max, block_max);
   const float rescale = std::exp(old_max - new_max);  // 0 for the first block (old_max = -inf)
@@ -85,15 +135,7 @@ void fold_keys(const float* query, const Scratch& s, int64_t row, int64_t count,
   for (; j < count; ++j) sum += score[j] = exp1(score[j] - new_max);
   s.sums[row] = s.sums[row] * rescale + sum;
   s.maxima[row] = new_max;
-  float* acc = s.sums_of_values + row * padded;
-  const __m256 r = _mm256_set1_ps(rescale);
-  for (int64_t d = 0; d < padded; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), r));
-  for (j = 0; j < count; ++j) {
-    const __m256 weight = _mm256_set1_ps(score[j]);
-    const float* value = s.values + j * padded;
-    for (int64_t d = 0; d < padded; d += 8)
-      _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(weight, _mm256_loadu_ps(value + d), _mm256_loadu_ps(acc + d)));
-  }
+  accumulate_row(s.sums_of_values + row * padded, s.values, score, count, padded, rescale);
 }
 
 template <int32_t Dtype>

@@ -290,15 +290,20 @@ class Attention final : public Op {
   }
 
   // Logits far past exp's f32 range (a kernel must subtract the row's maximum), all of one
-  // sign, and operands of very different magnitudes.
+  // sign, and operands of very different magnitudes. q and k are scaled so that the logits
+  // spread by about 64 (times the scale) whatever head_dim is: far enough that e^logit
+  // overflows f32, near enough that an honest f32 kernel's rounding of the dot products
+  // (about one unit of f32 rounding of the logits) stays under the tolerance.
   std::vector<InputDraw> hard_inputs(const arb_problem& p) const override {
-    InputDraw large{"q, k and v of magnitude 8: logits in the hundreds"};
-    large.low_scale = large.high_scale = p.dtype == ARB_DTYPE_F16 ? 4.0 : 8.0;
+    const double spread = std::sqrt(64.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, p.cols))));
+    InputDraw large{"normal q, k and v scaled so that the logits spread by about 64: past exp's f32 range",
+                    InputDraw::Base::normal};
+    large.low_scale = large.high_scale = spread;
     InputDraw positive{"q and k positive: logits of one sign, their sum past exp's range"};
     positive.one_signed = "q,k";
-    InputDraw mixed{"operands of magnitude 1e-3 to 1e2"};
+    InputDraw mixed{"operands of magnitudes 1e-3 up to the large draw's"};
     mixed.low_scale = 1e-3;
-    mixed.high_scale = 1e2;
+    mixed.high_scale = spread;
     return {large, positive, mixed};
   }
 
