@@ -572,7 +572,7 @@ int main(int argc, char** argv) {
   if (settings.quick) {
     gemm_texts = {"gemm f32 m=8 n=8 k=8", "gemm bf16 m=64 n=64 k=64 act=gelu bias=1"};
     row_texts = {"rmsnorm bf16 rows=8 cols=4096", "softmax f32 rows=8 cols=4096", "swiglu bf16 rows=1 cols=14336 fused=1",
-                 "rope bf16 tokens=1 heads=32 dim=128"};
+                 "rope bf16 tokens=1 heads=32 dim=128", "attention bf16 q=1 kv=1024 heads=32 kvheads=8 dim=128 causal=1"};
   } else {
     for (const std::string& shape : gemm_shapes)
       for (const std::string& dtype : dtypes) gemm_texts.push_back("gemm " + dtype + " " + shape);
@@ -589,6 +589,13 @@ int main(int argc, char** argv) {
       row_texts.push_back("rope " + dtype + " tokens=1 heads=32 dim=128");
       row_texts.push_back("rope " + dtype + " tokens=16 heads=32 dim=128 layout=interleaved");
       row_texts.push_back("rope " + dtype + " tokens=512 heads=8 dim=128 ldtoken=6144");
+    }
+    // Llama-3-8B attention (32 query heads on 8 key/value heads x 128): one decode step over a
+    // 4k-token cache at batch 1 and over 1k-token caches at batch 16, and a 128-token prefill.
+    for (const std::string& dtype : dtypes) {
+      row_texts.push_back("attention " + dtype + " q=1 kv=4096 heads=32 kvheads=8 dim=128 causal=1");
+      row_texts.push_back("attention " + dtype + " batch=16 q=1 kv=1024 heads=32 kvheads=8 dim=128 causal=1");
+      row_texts.push_back("attention " + dtype + " q=128 kv=128 heads=32 kvheads=8 dim=128 causal=1");
     }
   }
 
@@ -660,7 +667,7 @@ int main(int argc, char** argv) {
   print_summary(gemm_cases, "onednn.matmul", "openblas.sgemm");
   std::printf("Speedup of cpu.gemm_small_avx512 over onednn.matmul:\n\n");
   print_summary(gemm_cases, "cpu.gemm_small_avx512", "onednn.matmul");
-  std::printf("## RMSNorm, softmax and SwiGLU\n\n");
+  std::printf("## RMSNorm, softmax, SwiGLU, rope and attention\n\n");
   passed = print_table(row_cases, false, ceilings) && passed;
 
   std::printf(
@@ -677,7 +684,7 @@ int main(int argc, char** argv) {
       "Data: inputs uniform in [-1, 1] (seed %llu, never zero-filled), outputs NaN-poisoned before the check. "
       "Check: each kernel's first output against reference.* (fp64 accumulation), relative norm error, "
       "tolerance 1e-5 (f32) / 8e-3 (bf16). Rates: GEMM 2*m*n*k flops (bias and activation not counted); row "
-      "ops the bytes every kernel must move: x read and y written once, plus weight for rmsnorm, gate and up read for swiglu, x read and written in place and one int32 position per token for rope. Speedup = baseline median / kernel "
+      "ops the bytes every kernel must move: x read and y written once, plus weight for rmsnorm, gate and up read for swiglu, x read and written in place and one int32 position per token for rope, q, k and v read and o written once for attention. Speedup = baseline median / kernel "
       "median, both from this run. Whole run: %.1f s.\n",
       settings.warmup_seconds * 1e3, settings.batch_seconds * 1e3, settings.samples,
       static_cast<unsigned long long>(settings.seed),

@@ -2,7 +2,7 @@
 //
 // Lists the plugins the context found, then runs Y = rmsnorm(relu(A * B + bias)) * w,
 // P = softmax(Y) and S = swiglu(D, Y) on the CPU, checks all four results against a naive
-// computation done here, and prints why the GEMM went to the kernel it went to. Then the GEMM as a plan (bound
+// computation done here, then one causal attention step over 4-D views of them (O), and prints why the GEMM went to the kernel it went to. Then the GEMM as a plan (bound
 // once, run on new data, as a decode loop calls its shapes), checked against the call. Errors are arbiter::Error
 // exceptions (status plus message); any failure or mismatch exits non-zero.
 #include <arbiter/arbiter.hpp>
@@ -106,6 +106,35 @@ int run() {
                   mismatches("S", s, want_s);
   std::printf("check: %s\n", bad == 0 ? "D, Y, P and S match the naive computation" : "MISMATCH");
 
+  // Attention, one decode step: a query of 2 heads (D's first row seen as [1, 1, 2, 4]) over 4
+  // keys and values of one shared head (the rows of Y and P seen as [1, 4, 1, 8]: head_dim 8
+  // would not match, so their first 4 columns, row stride 8), causal.
+  std::vector<float> o(8);
+  const auto Q = arbiter::View::tensor(d.data(), {1, 1, 2, 4});
+  const auto K = arbiter::View::tensor(y.data(), {1, 4, 1, 4}, {32, 8, 8, 1});
+  const auto V = arbiter::View::tensor(p.data(), {1, 4, 1, 4}, {32, 8, 8, 1});
+  const auto O = arbiter::View::tensor(o.data(), {1, 1, 2, 4});
+  ctx.attention(Q, K, V, O, true);
+  std::vector<double> want_o(8);
+  for (int h = 0; h < 2; ++h) {
+    double weight[4], top = -1e300, total = 0.0;
+    for (int j = 0; j < 4; ++j) {
+      double dot = 0.0;
+      for (int e = 0; e < 4; ++e) dot += static_cast<double>(d[h * 4 + e]) * y[j * 8 + e];
+      weight[j] = dot / 2.0;  // scale 1 / sqrt(head_dim 4)
+      top = std::max(top, weight[j]);
+    }
+    for (double& w_j : weight) total += w_j = std::exp(w_j - top);
+    for (int e = 0; e < 4; ++e) {
+      double sum = 0.0;
+      for (int j = 0; j < 4; ++j) sum += weight[j] * p[j * 8 + e];
+      want_o[h * 4 + e] = sum / total;
+    }
+  }
+  print_matrix("O", o, 2, 4);
+  const int bad_o = mismatches("O", o, want_o);
+  std::printf("check: %s\n", bad_o == 0 ? "O matches the naive attention" : "MISMATCH");
+
   std::printf("\n%s", ctx.explain("gemm f32 m=4 n=8 k=16 bias=1 act=relu").c_str());
 
   // A plan: the arguments checked and the kernel chosen once; each run takes new addresses
@@ -117,7 +146,7 @@ int run() {
   ctx.gemm(arbiter::View::matrix(a2.data(), m, k), B, arbiter::View::matrix(d3.data(), m, n), 1.0f, ARB_ACT_RELU, &Bias);
   const bool same = d2 == d3;
   std::printf("\nplan: %s\n", same ? "its run on new data matches the call" : "MISMATCH with the call");
-  return bad == 0 && same ? 0 : 1;
+  return bad == 0 && bad_o == 0 && same ? 0 : 1;
 }
 
 }  // namespace

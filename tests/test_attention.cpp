@@ -97,6 +97,8 @@ TEST_CASE("attention problems: keys round-trip, defaults are packed BSHD, errors
   // The scale defaults to 1 / sqrt(head_dim); scale= sets it.
   CHECK(parse_problem("attention f32 q=1 kv=16 heads=4 dim=64").alpha == doctest::Approx(0.125));
   CHECK(parse_problem("attention f32 q=1 kv=16 heads=4 dim=64 scale=0.5").alpha == 0.5f);
+  CHECK(parse_problem("attention f32 q=1 kv=16 heads=4 dim=64 scale=0").alpha == doctest::Approx(0.125));  // as in the C call
+  CHECK(parse_message("attention f32 q=1 kv=16 heads=4 dim=64 scale=inf").find("must be finite") != std::string::npos);
   CHECK(parse_message("attention f32 q=1 kv=16 heads=6 kvheads=4 dim=8").find("heads = 6 is not a multiple of kv_heads = 4") !=
         std::string::npos);
   CHECK(parse_message("attention f32 q=8 kv=4 heads=2 dim=8 causal=1").find("kv_len = 4 below q_len = 8") !=

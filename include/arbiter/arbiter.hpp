@@ -12,6 +12,7 @@
 
 #include <arbiter/arbiter.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
@@ -56,6 +57,23 @@ class View {
     v.tensor_.ndim = 2;
     return v;
   }
+  // Up to 4 dimensions (rope's x [tokens, heads, head_dim], attention's [batch, tokens, heads,
+  // head_dim]); strides in elements, empty for compact row-major.
+  static View tensor(void* data, std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides = {},
+                     arb_dtype dtype = ARB_DTYPE_F32, DLDevice device = {kDLCPU, 0}) {
+    if (shape.size() < 1 || shape.size() > kMaxDims || (strides.size() != 0 && strides.size() != shape.size()))
+      throw std::invalid_argument("arbiter::View::tensor: 1 to 4 dimensions, and as many strides or none");
+    View v(data, dtype, device);
+    const int ndim = static_cast<int>(shape.size());
+    std::copy(shape.begin(), shape.end(), v.shape_);
+    int64_t step = 1;
+    for (int i = ndim - 1; i >= 0; --i) {
+      v.strides_[i] = strides.size() != 0 ? strides.begin()[i] : step;
+      step *= v.shape_[i];
+    }
+    v.tensor_.ndim = ndim;
+    return v;
+  }
   View(const View& other) : tensor_(other.tensor_) { adopt(other); }
   View& operator=(const View& other) {
     tensor_ = other.tensor_;
@@ -75,16 +93,15 @@ class View {
     tensor_.strides = strides_;
   }
   void adopt(const View& other) {  // shape and strides live inside the View itself
-    shape_[0] = other.shape_[0];
-    shape_[1] = other.shape_[1];
-    strides_[0] = other.strides_[0];
-    strides_[1] = other.strides_[1];
+    std::copy(other.shape_, other.shape_ + kMaxDims, shape_);
+    std::copy(other.strides_, other.strides_ + kMaxDims, strides_);
     tensor_.shape = shape_;
     tensor_.strides = strides_;
   }
+  static constexpr size_t kMaxDims = 4;
   DLTensor tensor_{};
-  int64_t shape_[2] = {0, 0};
-  int64_t strides_[2] = {0, 0};
+  int64_t shape_[kMaxDims] = {};
+  int64_t strides_[kMaxDims] = {};
 };
 
 namespace detail {

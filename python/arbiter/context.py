@@ -164,6 +164,27 @@ class Context:
             pass
         return self._rope(x, positions, theta, max_position, layout, False, stream)
 
+    def attention(self, q, k, v, causal: bool = False, scale: Optional[float] = None, out=None):
+        """Scaled dot-product attention, per batch and head ``softmax(scale * q @ k^T) @ v`` (f32
+        math for every dtype). q [batch, q_len, heads, head_dim], k and v [batch, kv_len,
+        kv_heads, head_dim] with heads a multiple of kv_heads (grouped-query attention: query
+        head h reads key/value head h // (heads // kv_heads)); the result is like q. `causal`
+        masks the keys after each query, the mask aligned to the end of the keys (query i sees
+        key j when j <= i + kv_len - q_len), so a decode step is q_len = 1 against the whole
+        cache. `scale` None is 1 / sqrt(head_dim). Any strides but the last dimension's: BSHD,
+        BHSD (a ``transpose(1, 2)`` view) and the Q, K and V columns of a fused QKV output are
+        read where they lie. `out` must not overlap q, k or v. Returns `out`, or a new array of
+        the caller's framework."""
+        scale_value = 0.0 if scale is None else float(scale)
+        try:  # the fast path (see gemm)
+            fw = _NumPy if type(q) is _ndarray else _frameworks.framework_of(q)
+            if out is None:
+                out = fw.empty(tuple(q.shape), q)
+            self._c.attention(q, k, v, out, bool(causal), scale_value, 0 if fw is _NumPy else fw.stream(q), 0, False)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._attention(q, k, v, causal, scale, out, False)
+
     # ---- plans: an operation bound once, run many times ----------------------------------
 
     def plan_gemm(self, a, b, bias=None, c=None, alpha: float = 1.0, beta: float = 0.0, act: str = "none",
@@ -247,6 +268,20 @@ class Context:
             ops[0], ops[1], theta, max_position, layout_code, mask))
         return plans.RopePlan(self, c_plan, tuple(x.shape))
 
+    def plan_attention(self, q, k, v, causal: bool = False, scale: Optional[float] = None,
+                       out=None) -> "plans.AttentionPlan":
+        """The arguments of :meth:`attention`, bound once (see :meth:`plan_gemm`);
+        ``plan.run(q, k, v, out=None)`` with tensors of the same shapes, strides, dtype and
+        device (a decode loop's next token, the cache at new addresses); causal and scale are
+        the plan's."""
+        fw = _frameworks.framework_of(q)
+        if out is None:
+            out = fw.empty(tuple(q.shape), q)
+        scale_value = 0.0 if scale is None else float(scale)
+        c_plan = _frameworks.call_with_copies(out, [q, k, v, out], ("q", "k", "v"), lambda ops, mask: (
+            self._c.plan_attention(ops[0], ops[1], ops[2], ops[3], bool(causal), scale_value, mask)))
+        return plans.AttentionPlan(self, c_plan, tuple(out.shape))
+
     @staticmethod
     def _gemm_shape(a, b):
         if len(a.shape) != 2 or len(b.shape) != 2:
@@ -264,20 +299,21 @@ class Context:
         if not tensors and not kwargs:
             return self._c.explain_problem(op_or_problem)
         call = {"gemm": self._gemm, "rmsnorm": self._rmsnorm, "softmax": self._softmax,
-                "swiglu": self._swiglu, "rope": self._rope}.get(op_or_problem)
+                "swiglu": self._swiglu, "rope": self._rope, "attention": self._attention}.get(op_or_problem)
         if call is None:
             raise InvalidArgumentError(
-                1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax, swiglu or rope)")
+                1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax, swiglu, rope or attention)")
         defaults = {
             "gemm": dict(bias=None, c=None, alpha=1.0, beta=0.0, act="none", out=None),
             "rmsnorm": dict(eps=1e-6, residual=None, out=None),
             "softmax": dict(out=None),
             "swiglu": dict(up=None, out=None),
             "rope": dict(theta=500000.0, max_position=8192, layout="half"),
+            "attention": dict(causal=False, scale=None, out=None),
         }[op_or_problem]
         # The arguments that may be given by position, in the call's order (swiglu's up is optional).
         names = {"gemm": ("a", "b"), "rmsnorm": ("x", "weight"), "softmax": ("x",),
-                 "swiglu": ("gate", "up"), "rope": ("x", "positions")}[op_or_problem]
+                 "swiglu": ("gate", "up"), "rope": ("x", "positions"), "attention": ("q", "k", "v")}[op_or_problem]
         values = dict(zip(names, tensors))
         values.update(kwargs)
         unknown = set(values) - set(names) - set(defaults)
@@ -368,6 +404,14 @@ class Context:
         report = _frameworks.call_rope(x, positions, lambda ops, mask: self._c.rope(
             ops[0], ops[1], theta, max_position, layout_code, handle, mask, explain), in_place=not explain)
         return report if explain else x
+
+    def _attention(self, q, k, v, causal, scale, out, explain):
+        fw = _frameworks.framework_of(q)
+        if out is None:
+            out = fw.empty(tuple(q.shape), q)
+        scale_value = 0.0 if scale is None else float(scale)
+        return self._call(fw, out, [q, k, v, out], ("q", "k", "v"), lambda ops, mask: self._c.attention(
+            ops[0], ops[1], ops[2], ops[3], bool(causal), scale_value, fw.stream(q), mask, explain), explain)
 
     @staticmethod
     def _call(fw, out, operands, copyable, call, explain, names=None):

@@ -157,6 +157,36 @@ class SoftmaxPlan(Plan):
         return fw.result(out)
 
 
+class AttentionPlan(Plan):
+    """Scaled dot-product attention, ``softmax(scale * q @ k^T) @ v`` per batch and head."""
+
+    op = "attention"
+
+    def __init__(self, context, c_plan, out_shape):
+        super().__init__(context, c_plan, out_shape)
+        self._run_attention = c_plan.attention
+
+    def run(self, q, k, v, out=None):
+        """Runs the plan on `q`, `k` and `v`. Returns `out`, or a new array of the caller's framework."""
+        try:  # the fast path (see GemmPlan.run)
+            fw = _NumPy if type(q) is _ndarray else _frameworks.framework_of(q)
+            if out is None:
+                out = fw.empty(self._out_shape, q)
+            self._run_attention(q, k, v, out, 0 if fw is _NumPy else fw.stream(q), 0)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._run(q, k, v, out)
+
+    def _run(self, q, k, v, out):
+        fw = _frameworks.framework_of(q)
+        if out is None:
+            out = fw.empty(self._out_shape, q)
+        stream = fw.stream(q)
+        _frameworks.call_with_copies(out, [q, k, v, out], ("q", "k", "v"), lambda ops, mask: self._p.attention(
+            ops[0], ops[1], ops[2], ops[3], stream, mask))
+        return fw.result(out)
+
+
 class SwiGLUPlan(Plan):
     """``silu(gate) * up`` elementwise. A plan made with one fused [..., 2n] gate (up=None) runs on
     fused tensors of that shape, split at each run into the two halves it was planned as."""

@@ -7,6 +7,8 @@
     torch.ops.arbiter.swiglu(gate, up=None) -> Tensor    (silu(gate) * up; up None: gate is [..., 2n], both halves)
     torch.ops.arbiter.rope(x, positions, theta=500000.0, max_position=8192, layout="half") -> None
         (rotary position embedding of x [..., heads, head_dim] in place: Tensor(a!) x; int32 positions)
+    torch.ops.arbiter.attention(q, k, v, causal=False, scale=None) -> Tensor
+        (q [batch, q_len, heads, head_dim], k and v [batch, kv_len, kv_heads, head_dim]; the result like q)
 
 with fake (meta) implementations, so that they trace under ``torch.compile`` and run on the
 process-wide context (``arbiter.default_context()``). CUDA tensors run on the current stream.
@@ -68,6 +70,19 @@ def softmax(x: Tensor) -> Tensor:
 @softmax.register_fake
 def _(x):
     return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("arbiter::attention", mutates_args=())
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
+    return default_context().attention(_data(q), _data(k), _data(v), causal=causal, scale=scale)
+
+
+@attention.register_fake
+def _(q, k, v, causal=False, scale=None):
+    torch._check(q.dim() == 4 and k.dim() == 4 and v.shape == k.shape,
+                 lambda: f"arbiter::attention: q must be [batch, q_len, heads, head_dim] and k, v "
+                         f"[batch, kv_len, kv_heads, head_dim]; got q {list(q.shape)}, k {list(k.shape)}, v {list(v.shape)}")
+    return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
 @torch.library.custom_op("arbiter::swiglu", mutates_args=())

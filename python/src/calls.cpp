@@ -65,6 +65,19 @@ void describe_rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& posi
   if (!is_compact(operands.slots[1])) needs_copy("positions");
 }
 
+void describe_attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+                        const Output& out, uint32_t bf16, CallOperands& operands) {
+  make_operand(q, "q", bf16 & 1, operands.slots[0]);
+  make_operand(k, "k", bf16 & 2, operands.slots[1]);
+  make_operand(v, "v", bf16 & 4, operands.slots[2]);
+  make_operand(out, "out", bf16 & 8, operands.slots[3]);
+  for (int slot = 0; slot < 3; ++slot) {
+    const DLTensor& t = operands.slots[slot].tensor;
+    if (t.ndim >= 1 && t.shape[t.ndim - 1] > 1 && t.strides != nullptr && t.strides[t.ndim - 1] != 1)
+      needs_copy(slot_name(ARB_OP_ATTENTION, slot));
+  }
+}
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta) {
   arb_gemm_args args = ARB_GEMM_ARGS_INIT;
   args.a = operands.slots[0].get();
@@ -115,12 +128,24 @@ arb_rope_args rope_args(const CallOperands& operands, double theta, int64_t max_
   return args;
 }
 
+arb_attention_args attention_args(const CallOperands& operands, bool causal, float scale) {
+  arb_attention_args args = ARB_ATTENTION_ARGS_INIT;
+  args.q = operands.slots[0].get();
+  args.k = operands.slots[1].get();
+  args.v = operands.slots[2].get();
+  args.o = operands.slots[3].get();
+  args.causal = causal ? 1 : 0;
+  args.scale = scale;
+  return args;
+}
+
 const char* slot_name(int32_t op, int slot) {
   static constexpr const char* kGemm[] = {"a", "b", "c", "bias", "out"};
   static constexpr const char* kRmsNorm[] = {"x", "residual", "weight", "out", "-"};
   static constexpr const char* kSoftmax[] = {"x", "out", "-", "-", "-"};
   static constexpr const char* kSwiglu[] = {"gate", "up", "out", "-", "-"};
   static constexpr const char* kRope[] = {"x", "positions", "-", "-", "-"};
+  static constexpr const char* kAttention[] = {"q", "k", "v", "out", "-"};
   if (slot < 0 || slot >= ARB_PLAN_MAX_TENSORS) return "-";
   switch (op) {
     case ARB_OP_GEMM: return kGemm[slot];
@@ -128,6 +153,7 @@ const char* slot_name(int32_t op, int slot) {
     case ARB_OP_SOFTMAX: return kSoftmax[slot];
     case ARB_OP_SWIGLU: return kSwiglu[slot];
     case ARB_OP_ROPE: return kRope[slot];
+    case ARB_OP_ATTENTION: return kAttention[slot];
     default: return "-";
   }
 }

@@ -20,7 +20,7 @@ using Output = nb::ndarray<>;
 
 // The operands in the order of the op's args struct, which is also the order of
 // arb_plan_operands' slots (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x, y;
-// swiglu gate, up, y; rope x, positions).
+// swiglu gate, up, y; rope x, positions; attention q, k, v, o).
 // Not copyable: each DLTensor points into its own Operand's shape and strides.
 struct CallOperands {
   Operand slots[ARB_PLAN_MAX_TENSORS];
@@ -32,7 +32,8 @@ struct CallOperands {
 };
 
 // `bf16` is a mask of the operands (bit i: the i-th, in argument order: gemm a, b, c, bias, out;
-// rmsnorm x, residual, weight, out; softmax x, out; swiglu gate, up, out; rope x) that are NumPy
+// rmsnorm x, residual, weight, out; softmax x, out; swiglu gate, up, out; rope x; attention q, k, v,
+// out) that are NumPy
 // bfloat16 arrays passed as uint16 views, to be read as bfloat16.
 void describe_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                    const Output& d, uint32_t bf16, CallOperands& operands);
@@ -47,11 +48,17 @@ void describe_swiglu(const nb::ndarray<nb::ro>& gate, const Input& up, const Out
 void describe_rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, uint32_t bf16,
                    CallOperands& operands);
 
+// attention: q, k and v [batch, tokens, heads, head_dim] in any strides but the last dimension's
+// (an input whose last dimension is strided is reported for a copy).
+void describe_attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+                        const Output& out, uint32_t bf16, CallOperands& operands);
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta);
 arb_rmsnorm_args rmsnorm_args(const CallOperands& operands, float eps);
 arb_softmax_args softmax_args(const CallOperands& operands);
 arb_swiglu_args swiglu_args(const CallOperands& operands);
 arb_rope_args rope_args(const CallOperands& operands, double theta, int64_t max_position, int32_t layout);
+arb_attention_args attention_args(const CallOperands& operands, bool causal, float scale);
 
 // A report by arb_explain's buffer protocol (ask for the size, then fill) into `text`, without
 // raising, so that it can run without the GIL. `write(buffer, capacity, &length)` makes the call.

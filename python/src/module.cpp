@@ -130,6 +130,19 @@ class Context {
     return std::nullopt;
   }
 
+  // out = softmax(scale q k^T) v per batch and head: q and out [batch, q_len, heads, head_dim],
+  // k and v [batch, kv_len, kv_heads, head_dim]; scale 0 is 1 / sqrt(head_dim).
+  std::optional<std::string> attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k,
+                                       const nb::ndarray<nb::ro>& v, const Output& out, bool causal, float scale,
+                                       uintptr_t stream, uint32_t bf16, bool explain) {
+    CallOperands operands;
+    describe_attention(q, k, v, out, bf16, operands);
+    const arb_attention_args args = attention_args(operands, causal, scale);
+    if (explain) return explain_call(ContextUse(*state_).get(), ARB_OP_ATTENTION, &args);
+    call([&](arb_context context) { return arb_attention(context, &args, reinterpret_cast<void*>(stream)); });
+    return std::nullopt;
+  }
+
   // Plans: the same arguments as the operations, bound once (plan.hpp).
   Plan* plan_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                   const Output& d, int32_t activation, float alpha, float beta, uint32_t bf16) {
@@ -169,6 +182,14 @@ class Context {
     describe_rope(x, positions, bf16, operands);
     const arb_rope_args args = rope_args(operands, theta, max_position, layout);
     return Plan::create(state_, ARB_OP_ROPE, &args, operands);
+  }
+
+  Plan* plan_attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+                       const Output& out, bool causal, float scale, uint32_t bf16) {
+    CallOperands operands;
+    describe_attention(q, k, v, out, bf16, operands);
+    const arb_attention_args args = attention_args(operands, causal, scale);
+    return Plan::create(state_, ARB_OP_ATTENTION, &args, operands);
   }
 
   std::string explain_problem(const std::string& problem) {
@@ -229,7 +250,8 @@ NB_MODULE(_arbiter, m) {
       .def("rmsnorm", &Plan::rmsnorm, "x"_a, "residual"_a.none(), "weight"_a, "y"_a, "stream"_a, "bf16"_a)
       .def("softmax", &Plan::softmax, "x"_a, "y"_a, "stream"_a, "bf16"_a)
       .def("swiglu", &Plan::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a)
-      .def("rope", &Plan::rope, "x"_a, "positions"_a, "stream"_a, "bf16"_a);
+      .def("rope", &Plan::rope, "x"_a, "positions"_a, "stream"_a, "bf16"_a)
+      .def("attention", &Plan::attention, "q"_a, "k"_a, "v"_a, "out"_a, "stream"_a, "bf16"_a);
 
   nb::class_<Context>(m, "_Context")
       .def(nb::init<std::optional<std::string>, std::optional<std::string>>(), "config_path"_a.none(),
@@ -243,6 +265,8 @@ NB_MODULE(_arbiter, m) {
       .def("swiglu", &Context::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a, "explain"_a)
       .def("rope", &Context::rope, "x"_a, "positions"_a, "theta"_a, "max_position"_a, "layout"_a, "stream"_a, "bf16"_a,
            "explain"_a)
+      .def("attention", &Context::attention, "q"_a, "k"_a, "v"_a, "out"_a, "causal"_a, "scale"_a, "stream"_a, "bf16"_a,
+           "explain"_a)
       // A plan keeps its context object alive (keep_alive<0, 1>): only an explicit close() ends it early.
       .def("plan_gemm", &Context::plan_gemm, "a"_a, "b"_a, "c"_a.none(), "bias"_a.none(), "d"_a, "activation"_a,
            "alpha"_a, "beta"_a, "bf16"_a, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
@@ -253,6 +277,8 @@ NB_MODULE(_arbiter, m) {
       .def("plan_swiglu", &Context::plan_swiglu, "gate"_a, "up"_a.none(), "y"_a, "bf16"_a, nb::rv_policy::take_ownership,
            nb::keep_alive<0, 1>())
       .def("plan_rope", &Context::plan_rope, "x"_a, "positions"_a, "theta"_a, "max_position"_a, "layout"_a, "bf16"_a,
+           nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
+      .def("plan_attention", &Context::plan_attention, "q"_a, "k"_a, "v"_a, "out"_a, "causal"_a, "scale"_a, "bf16"_a,
            nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
       .def("explain_problem", &Context::explain_problem, "problem"_a)
       .def("plugins", &Context::plugins)

@@ -160,6 +160,16 @@ void Plan::rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positio
   run(data, stream);
 }
 
+void Plan::attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+                     const Output& out, uintptr_t stream, uint32_t bf16) {
+  expect_op(ARB_OP_ATTENTION, "attention");
+  CallOperands given;
+  describe_attention(q, k, v, out, bf16, given);
+  arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
+  check(given, data);
+  run(data, stream);
+}
+
 void Plan::check_positions(const Operand& positions) const {
   const DLTensor& t = positions.tensor;
   if (t.device.device_type != kDLCPU) return;

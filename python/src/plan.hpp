@@ -40,6 +40,8 @@ class Plan {
   // x rotated in place. arb_plan_run reads no positions; CPU ones are checked here against the
   // plan's max_position, as arb_rope checks them (device ones are the caller's to keep in range).
   void rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, uintptr_t stream, uint32_t bf16);
+  void attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
+                 const Output& out, uintptr_t stream, uint32_t bf16);
 
   // A gemm planned with c the same memory as out (beta != 0, updated in place).
   bool in_place() const { return in_place_; }

@@ -126,3 +126,21 @@ def assert_close(got, want, dtype, terms, magnitude, slack=0.0):
         f"max error {err[worst]:.3g} at {worst} (got {f64(got)[worst]:.6g}, want {want[worst]:.6g}, "
         f"bound {bound[worst]:.3g}, dtype {np.dtype(dtype).name})"
     )
+
+
+def attention(q, k, v, causal=False, scale=None):
+    """softmax(scale q k^T) v per batch and head: q [b, sq, h, d], k and v [b, skv, hkv, d]; query
+    head i reads key/value head i // (h // hkv); causal: query i sees key j <= i + skv - sq."""
+    q, k, v = f64(q), f64(k), f64(v)
+    _, sq, h, d = q.shape
+    skv, hkv = k.shape[1], k.shape[2]
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    k = np.repeat(k, h // hkv, axis=2)
+    v = np.repeat(v, h // hkv, axis=2)
+    s = scale * np.einsum("bihd,bjhd->bhij", q, k)
+    if causal:
+        visible = np.arange(skv)[None, :] <= np.arange(sq)[:, None] + skv - sq
+        s = np.where(visible, s, -np.inf)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    return np.einsum("bhij,bjhd->bihd", p, v)

@@ -80,7 +80,7 @@ def test_error_classes():
         (lambda c: c.rope(f32(4, 2, 8), tokens(4), stream="default"), TypeError, "stream"),
         (lambda c: c.explain("gemm f32 m=0 n=1"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("conv2d f32"), arbiter.InvalidArgumentError, None),
-        (lambda c: c.explain("attention", f32(2, 2)), arbiter.InvalidArgumentError, "unknown op"),
+        (lambda c: c.explain("convolution", f32(2, 2)), arbiter.InvalidArgumentError, "unknown op"),
         (lambda c: c.verify("gemm f32 m=8 n=8 k=8", kernel="nosuch.kernel"), arbiter.InvalidArgumentError, "nosuch"),
         (lambda c: c.tune([]), arbiter.InvalidArgumentError, None),
         (lambda c: c.gemm("not an array", f32(4, 4)), TypeError, None),

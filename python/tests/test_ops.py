@@ -309,3 +309,54 @@ def test_rope_bfloat16_numpy_and_explain(ctx, rng):
     assert "rope bf16 tokens=4 heads=8 dim=128 layout=interleaved theta=10000 maxpos=8192" in text, text
     assert "kernel:" in text
     assert np.array_equal(x.view(np.uint16), rotated.view(np.uint16))  # explain wrote nothing
+
+
+def attention_close(out, q, k, v, causal, scale, dtype):
+    want = ref.attention(q, k, v, causal, scale)
+    # A convex combination of the values: errors relative to the largest value of each head.
+    magnitude = np.broadcast_to(np.abs(ref.f64(v)).max(axis=(1, 3), keepdims=True).max(), want.shape)
+    ref.assert_close(out, want, dtype, k.shape[1] * q.shape[-1], magnitude)
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("b,sq,skv,h,hkv,d", [(1, 1, 1, 1, 1, 8), (1, 1, 300, 8, 2, 64), (2, 5, 67, 4, 1, 128),
+                                             (1, 17, 17, 2, 2, 40)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(ctx, rng, dtype, b, sq, skv, h, hkv, d, causal):
+    q = ref.random(rng, (b, sq, h, d), dtype)
+    k, v = ref.random(rng, (b, skv, hkv, d), dtype), ref.random(rng, (b, skv, hkv, d), dtype)
+    out = ctx.attention(q, k, v, causal=causal)
+    assert type(out) is np.ndarray and out.shape == q.shape and out.dtype == np.dtype(dtype)
+    attention_close(out, q, k, v, causal, None, dtype)
+    again = np.empty_like(q)
+    assert ctx.attention(q, k, v, causal=causal, out=again) is again  # into out: the same bits
+    assert np.array_equal(again.view(np.uint8), out.view(np.uint8))
+
+
+def test_attention_bhsd_views_fused_qkv_and_scale(ctx, rng):
+    """BHSD tensors passed as their [b, s, h, d] transpose views, and the Q, K and V columns of one
+    fused QKV output [tokens, (heads + 2 kv_heads) * dim] viewed in place: read where they lie."""
+    b, sq, skv, h, hkv, d = 2, 3, 20, 4, 2, 16
+    q = ref.random(rng, (b, h, sq, d), np.float32).transpose(0, 2, 1, 3)
+    k = ref.random(rng, (b, hkv, skv, d), np.float32).transpose(0, 2, 1, 3)
+    v = ref.random(rng, (b, hkv, skv, d), np.float32).transpose(0, 2, 1, 3)
+    assert not q.flags.c_contiguous
+    attention_close(ctx.attention(q, k, v, causal=True, scale=0.3), q, k, v, True, 0.3, np.float32)
+    tokens = 9
+    qkv = ref.random(rng, (tokens, (h + 2 * hkv) * d), np.float32)
+    fq = qkv[:, :h * d].reshape(1, tokens, h, d)
+    fk = qkv[:, h * d:(h + hkv) * d].reshape(1, tokens, hkv, d)
+    fv = qkv[:, (h + hkv) * d:].reshape(1, tokens, hkv, d)
+    assert not fq.flags.c_contiguous and fq.base is not None and fk.base is not None
+    attention_close(ctx.attention(fq, fk, fv, causal=True), fq, fk, fv, True, None, np.float32)
+
+
+def test_attention_refusals(ctx, rng):
+    q = ref.random(rng, (1, 2, 6, 8), np.float32)
+    k = ref.random(rng, (1, 4, 4, 8), np.float32)
+    with pytest.raises(arbiter.InvalidArgumentError, match="heads = 6 is not a multiple of kv_heads = 4"):
+        ctx.attention(q, k, k)
+    with pytest.raises(arbiter.InvalidArgumentError, match="kv_len = 1 below q_len = 2"):
+        ctx.attention(q[:, :, :4], k[:, :1], k[:, :1], causal=True)
+    with pytest.raises(arbiter.InvalidArgumentError, match="o overlaps"):
+        ctx.attention(q[:, :, :4], k[:, :2], k[:, :2], out=k[:, :2])

@@ -119,6 +119,23 @@ def test_softmax_plan_runs_on_fresh_data(ctx, rng, dtype, shape):
         ref.assert_close(y, want, dtype, shape[-1], want)
 
 
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+def test_attention_plan_runs_on_fresh_data(ctx, rng, dtype):
+    """A decode step planned once: each run a new query and a new cache at new addresses."""
+    q_shape, kv_shape = (2, 1, 8, 64), (2, 100, 2, 64)
+    plan = ctx.plan_attention(ref.random(rng, q_shape, dtype), ref.random(rng, kv_shape, dtype),
+                              ref.random(rng, kv_shape, dtype), causal=True, scale=0.2)
+    assert plan.op == "attention"
+    out = np.empty(q_shape, dtype)
+    for i in range(3):
+        q, k, v = ref.random(rng, q_shape, dtype), ref.random(rng, kv_shape, dtype), ref.random(rng, kv_shape, dtype)
+        y = plan.run(q, k, v, out=out if i % 2 else None)
+        assert y.shape == q_shape and (y is out) == bool(i % 2)
+        want = ref.attention(q, k, v, True, 0.2)
+        ref.assert_close(y, want, dtype, 100 * 64, np.abs(ref.f64(v)).max())
+        assert np.array_equal(y.view(np.uint8), ctx.attention(q, k, v, causal=True, scale=0.2).view(np.uint8))
+
+
 def swiglu_close(y, gate, up, dtype):
     want = ref.swiglu(gate, up)
     ref.assert_close(y, want, dtype, 1, np.abs(want))

@@ -114,6 +114,20 @@ def test_fake_implementations_trace_under_torch_compile():
         assert torch.ops.arbiter.rope(torch.empty(2, 3, 4, 8), torch.empty(2, 3, dtype=torch.int32)) is None
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_matches_numpy(dtype, causal):
+    """q [b, sq, h, d] and a grouped k, v [b, skv, hkv, d]; a BHSD q passed as its transpose view."""
+    torch.manual_seed(3)
+    q = torch.randn(2, 4, 3, 16).to(dtype).transpose(1, 2)  # [2, 3, 4, 16] BHSD storage
+    k, v = torch.randn(2, 9, 2, 16).to(dtype), torch.randn(2, 9, 2, 16).to(dtype)
+    out = torch.ops.arbiter.attention(q, k, v, causal, 0.25)
+    assert out.shape == q.shape and out.dtype == dtype
+    want = ref.attention(q.float().numpy(), k.float().numpy(), v.float().numpy(), causal, 0.25)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    np.testing.assert_allclose(out.float().numpy(), want, rtol=tol, atol=tol)
+
+
 def test_opcheck():
     # torch.library.opcheck: schema, fake kernel and dispatch registrations agree.
     a, b = torch.randn(8, 4), torch.randn(4, 6)
@@ -121,6 +135,8 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.arbiter.softmax.default, (torch.randn(3, 10),))
     torch.library.opcheck(torch.ops.arbiter.swiglu.default, (torch.randn(3, 10), torch.randn(3, 10)))
     torch.library.opcheck(torch.ops.arbiter.swiglu.default, (torch.randn(2, 3, 10),))
+    torch.library.opcheck(torch.ops.arbiter.attention.default,
+                          (torch.randn(1, 2, 4, 8), torch.randn(1, 5, 2, 8), torch.randn(1, 5, 2, 8), True, None))
     positions = torch.tensor([0, 5, 4095], dtype=torch.int32)
     for layout in ("half", "interleaved"):
         torch.library.opcheck(torch.ops.arbiter.rope.default, (torch.randn(3, 2, 8), positions, 10000.0, 4096, layout))

@@ -171,8 +171,10 @@ class Attention final : public Op {
     p.kv_heads = fields.take_int("kvheads", p.heads);
     p.cols = fields.require_int("dim");
     p.causal = fields.take_flag("causal") ? 1 : 0;
-    const std::optional<float> scale = fields.take_float("scale");
-    parsed.alpha = scale ? *scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, p.cols))));
+    // As in arb_attention_args: 0 (or absent) is 1 / sqrt(head_dim); otherwise finite.
+    const float scale = fields.take_float("scale").value_or(0.0f);
+    if (!std::isfinite(scale)) fields.bad(fmt::format("'scale={}': the scale must be finite", scale));
+    parsed.alpha = scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(1, p.cols))));
     for (const TensorFields* t : kTensors) {
       // Packed BSHD by default; a product that overflows is left for validate() to name.
       int64_t packed_token = 0, packed_batch = 0;
