@@ -23,6 +23,10 @@ constexpr int64_t kMaxPositionLimit = int64_t{1} << 24;
 
 const char* layout_name(int32_t layout) { return layout == ARB_ROPE_INTERLEAVED ? "interleaved" : "half"; }
 
+// One token's heads, in elements: (heads - 1) * ld_head + head_dim. validate() checks it does
+// not overflow; every other use comes after.
+int64_t heads_span(const arb_problem& p) { return (p.heads - 1) * p.ld_head + p.cols; }
+
 class Rope final : public Op {
  public:
   arb_op code() const override { return ARB_OP_ROPE; }
@@ -41,10 +45,10 @@ class Rope final : public Op {
                                    p.rows, p.heads, p.cols));
     if (p.cols % 2 != 0) invalid_argument(fmt::format("rope: dim = {} must be even (pairs of elements turn)", p.cols));
     check_row_stride("ldhead", p.ld_head, p.cols);
-    int64_t heads_span = 0;
-    if (__builtin_mul_overflow(p.heads - 1, p.ld_head, &heads_span) || __builtin_add_overflow(heads_span, p.cols, &heads_span))
+    int64_t span = 0;
+    if (__builtin_mul_overflow(p.heads - 1, p.ld_head, &span) || __builtin_add_overflow(span, p.cols, &span))
       invalid_argument("rope: heads x ldhead overflows");
-    check_row_stride("ldtoken", p.ld_x, heads_span);
+    check_row_stride("ldtoken", p.ld_x, span);
     if (p.max_position < 1 || p.max_position > kMaxPositionLimit)
       invalid_argument(fmt::format("rope: max_position = {} must be from 1 to {} (positions exact in f32)", p.max_position,
                                    kMaxPositionLimit));
@@ -117,10 +121,9 @@ class Rope final : public Op {
   // x as tokens rows of every head's elements (the gaps between heads included: a kernel
   // must leave them as they are), and the positions as one row of int32 indices.
   std::vector<OperandLayout> operands(const arb_problem& p) const override {
-    const int64_t heads_span = (p.heads - 1) * p.ld_head + p.cols;
     OperandLayout positions{"positions", true, false, 1, p.rows, p.rows};
     positions.index = true;
-    return {{"x", true, true, p.rows, heads_span, p.ld_x}, positions};
+    return {{"x", true, true, p.rows, heads_span(p), p.ld_x}, positions};
   }
 
   arb_problem resized(const arb_problem& p, const Sizes& s) const override {
@@ -153,8 +156,7 @@ class Rope final : public Op {
     return {{"ldhead", &arb_problem::ld_head, p.cols}, {"ldtoken", &arb_problem::ld_x, p.heads * p.cols}};
   }
   void tie_strides(arb_problem& p) const override {
-    const int64_t heads_span = (p.heads - 1) * p.ld_head + p.cols;
-    if (p.ld_x < heads_span) p.ld_x = p.heads * p.ld_head;  // ld_head's alignment, kept
+    if (p.ld_x < heads_span(p)) p.ld_x = p.heads * p.ld_head;  // ld_head's alignment, kept
   }
 
   // Positions near the top of the range (where f32 angles lose the most, and a table of
@@ -259,9 +261,7 @@ class Rope final : public Op {
 
   // positions: int32, x's leading shape, contiguous, on x's device, aligned.
   static Matrix check_positions(const DLTensor* t, const DLTensor* x, const arb_problem& p) {
-    if (t == nullptr) invalid_argument("positions is NULL");
-    if (t->data == nullptr) invalid_argument("positions.data is NULL");
-    if (t->ndim > 0 && t->shape == nullptr) invalid_argument("positions.shape is NULL");
+    check_present(t, "positions");
     if (t->dtype.code != kDLInt || t->dtype.bits != 32 || t->dtype.lanes != 1)
       invalid_argument(fmt::format("positions must be int32, got dtype code {} with {} bits", t->dtype.code, t->dtype.bits));
     int32_t device_type;
@@ -273,9 +273,7 @@ class Rope final : public Op {
     if (!same) invalid_argument("positions must have x's leading shape (x without its last two dimensions: one per token)");
     int64_t count = 1;
     for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];  // x's leading sizes: their product was checked
-    if (t->byte_offset > UINTPTR_MAX - address(t->data))
-      invalid_argument(fmt::format("positions: byte_offset {} wraps the address around", t->byte_offset));
-    if (address(data_of(t)) % 4 != 0) invalid_argument("positions: the address is not aligned for int32");
+    check_address(t, "positions", sizeof(int32_t));
     if (t->strides != nullptr) {
       int64_t step = 1;
       for (int i = t->ndim - 1; i >= 0; --i) {

@@ -42,10 +42,22 @@ constexpr int32_t kMaxDimensions = 16;
 }  // namespace
 
 // Common checks: present, has data, valid dtype equal to `dtype` (if set), same device.
-void check_tensor(const DLTensor* t, const char* name, arb_problem& p) {
+void check_present(const DLTensor* t, const char* name) {
   if (t == nullptr) invalid_argument(fmt::format("{} is NULL", name));
   if (t->data == nullptr) invalid_argument(fmt::format("{}.data is NULL", name));
   if (t->ndim > 0 && t->shape == nullptr) invalid_argument(fmt::format("{}.shape is NULL", name));
+}
+
+void check_address(const DLTensor* t, const char* name, size_t element) {
+  if (t->byte_offset > UINTPTR_MAX - address(t->data))
+    invalid_argument(fmt::format("{}: byte_offset {} wraps the address around", name, t->byte_offset));
+  if (const uint64_t misaligned = address(data_of(t)) % element; misaligned != 0)
+    invalid_argument(fmt::format("{}: the address (data + byte_offset) is not aligned for its dtype (address % {} = {})",
+                                 name, element, misaligned));
+}
+
+void check_tensor(const DLTensor* t, const char* name, arb_problem& p) {
+  check_present(t, name);
   const arb_dtype dtype = dtype_of(*t, name);
   const int32_t device_type = device_type_of(*t);
   if (p.dtype == ARB_DTYPE_INVALID) {
@@ -68,11 +80,7 @@ void check_tensor(const DLTensor* t, const char* name, arb_problem& p) {
     invalid_argument(fmt::format("{}: ndim = {}; arbiter takes 0 to {} dimensions", name, t->ndim, kMaxDimensions));
   for (int i = 0; i < t->ndim; ++i)
     if (t->shape[i] < 1) invalid_argument(fmt::format("{}: dimension {} has size {}; sizes must be >= 1", name, i, t->shape[i]));
-  if (t->byte_offset > UINTPTR_MAX - address(t->data))
-    invalid_argument(fmt::format("{}: byte_offset {} wraps the address around", name, t->byte_offset));
-  if (const uint64_t misaligned = address(data_of(t)) % element_bytes(*t); misaligned != 0)
-    invalid_argument(fmt::format("{}: the address (data + byte_offset) is not aligned for its dtype (address % {} = {})",
-                                 name, element_bytes(*t), misaligned));
+  check_address(t, name, element_bytes(*t));
 }
 
 void check_disjoint(const Matrix& output, const Matrix& input) {

@@ -34,6 +34,11 @@ struct Matrix {
 // Throws unless `output` and `input` occupy disjoint memory ("d overlaps a in memory").
 void check_disjoint(const Matrix& output, const Matrix& input);
 
+// Present: not NULL, with data, and a shape when it has dimensions.
+void check_present(const DLTensor* t, const char* name);
+// A byte offset that does not wrap the address around, and an address aligned for `element`.
+void check_address(const DLTensor* t, const char* name, size_t element);
+
 // Common checks: present, has data, a valid dtype equal to the problem's (the first
 // operand sets the problem's dtype and device, when p.dtype is ARB_DTYPE_INVALID), same device,
 // a byte offset that does not wrap the address, an address aligned for the dtype.
