@@ -240,7 +240,7 @@ TEST_CASE("the generated kernel refuses a problem its launch formulas give no la
 }
 
 TEST_CASE("the shipped manifests load, with their constraints") {
-  for (const char* name : {"softmax_rowblock", "rmsnorm_rowblock", "decode_gemm_nt"}) {
+  for (const char* name : {"softmax_rowblock", "rmsnorm_rowblock", "decode_gemm_nt", "decode_attention"}) {
     CAPTURE(name);
     const Manifest m = load_manifest(kKernels + "/" + name + ".toml");
     CHECK(m.name == name);
@@ -260,6 +260,13 @@ TEST_CASE("the shipped manifests load, with their constraints") {
   CHECK(why == "CUDA tensors only");
   CHECK(gemm.grid[0].evaluate(cuda_problem("gemm bf16 m=16 n=4096 k=4096 tb=1")) == 512);
   CHECK(gemm.grid[1].evaluate(cuda_problem("gemm bf16 m=16 n=4096 k=4096 tb=1")) == 16);
+  const Manifest attention = load_manifest(kKernels + "/decode_attention.toml");
+  const arb_problem decode = cuda_problem("attention bf16 batch=4 q=3 kv=1024 heads=32 kvheads=8 dim=128 causal=1");
+  CHECK(satisfies(attention, decode, &why));
+  CHECK(attention.grid[0].evaluate(decode) == 4 * 32);
+  CHECK(attention.grid[1].evaluate(decode) == 3);
+  CHECK_FALSE(satisfies(attention, cuda_problem("attention bf16 q=1 kv=64 heads=2 dim=320"), &why));
+  CHECK(why == "head_dim above 256");
 }
 
 TEST_CASE("manifest errors name the file, line and column") {
@@ -281,7 +288,7 @@ TEST_CASE("manifest errors name the file, line and column") {
 
 TEST_CASE("NVRTC compiles every shipped kernel for sm_90a and sm_80, and caches it") {
   test::TempDir cache;
-  for (const char* name : {"softmax_rowblock", "rmsnorm_rowblock", "decode_gemm_nt"}) {
+  for (const char* name : {"softmax_rowblock", "rmsnorm_rowblock", "decode_gemm_nt", "decode_attention"}) {
     const Manifest m = load_manifest(kKernels + "/" + name + ".toml");
     for (const char* arch : {"sm_90a", "sm_80"}) {
       for (int32_t dtype : m.dtypes) {

@@ -126,6 +126,9 @@ using GemmKernel = void (*)(const void*, const void*, const void*, const void*, 
 using RmsnormKernel = void (*)(void*, const void*, const void*, void*, long long, long long, long long, long long,
                                long long, float, int);
 using SoftmaxKernel = void (*)(const void*, void*, long long, long long, long long, long long);
+using AttentionKernel = void (*)(const void*, const void*, const void*, void*, long long, long long, long long, long long,
+                                 long long, long long, long long, long long, long long, long long, long long, long long,
+                                 long long, long long, long long, long long, long long, long long, float, int);
 
 class EmulatedModule final : public KernelModule {
  public:
@@ -160,6 +163,14 @@ class EmulatedModule final : public KernelModule {
         const auto kernel = reinterpret_cast<SoftmaxKernel>(entry_);
         if (const cudaError_t e = opt_in(kernel); e != cudaSuccess) return e;
         return cudaLaunchKernelEx(&config, kernel, static_cast<const void*>(o.x), o.y, p.rows, p.cols, p.ld_x, p.ld_y);
+      }
+      case ARB_OP_ATTENTION: {
+        const auto kernel = reinterpret_cast<AttentionKernel>(entry_);
+        if (const cudaError_t e = opt_in(kernel); e != cudaSuccess) return e;
+        return cudaLaunchKernelEx(&config, kernel, o.q, o.k, o.v, o.o, p.batch, p.q_len, p.kv_len, p.heads, p.kv_heads,
+                                  p.cols, p.ld_q_batch, p.ld_q_token, p.ld_q_head, p.ld_k_batch, p.ld_k_token,
+                                  p.ld_k_head, p.ld_v_batch, p.ld_v_token, p.ld_v_head, p.ld_o_batch, p.ld_o_token,
+                                  p.ld_o_head, o.alpha, p.causal);
       }
       default: return cudaErrorInvalidValue;
     }

@@ -19,6 +19,7 @@ int32_t parse_op_name(const std::string& op) {
   if (op == "gemm") return ARB_OP_GEMM;
   if (op == "rmsnorm") return ARB_OP_RMSNORM;
   if (op == "softmax") return ARB_OP_SOFTMAX;
+  if (op == "attention") return ARB_OP_ATTENTION;
   return ARB_OP_INVALID;
 }
 
@@ -91,6 +92,7 @@ const char* signature_for(int32_t op) {
     case ARB_OP_GEMM: return "gemm.v1";
     case ARB_OP_RMSNORM: return "rmsnorm.v1";
     case ARB_OP_SOFTMAX: return "softmax.v1";
+    case ARB_OP_ATTENTION: return "attention.v1";
     default: return "";
   }
 }
@@ -107,7 +109,7 @@ Manifest load_manifest(const std::string& path) {
       r.error_at("name", "'name' may use letters, digits, '_' and '-' only");
   const std::string op = r.required_string("op");
   m.op = parse_op_name(op);
-  if (m.op == ARB_OP_INVALID) r.error_at("op", "unknown op '" + op + "' (gemm, rmsnorm, softmax)");
+  if (m.op == ARB_OP_INVALID) r.error_at("op", "unknown op '" + op + "' (gemm, rmsnorm, softmax, attention)");
   m.signature = r.required_string("signature");
   if (m.signature != signature_for(m.op))
     r.error_at("signature", "op " + op + " uses signature '" + signature_for(m.op) + "', not '" + m.signature + "'");
@@ -200,6 +202,8 @@ bool satisfies(const Manifest& m, const arb_problem& p, std::string* why) {
     }
     if (p.has_bias && !c.bias) return no("no bias");
     if (p.has_c && !c.c) return no("no C (beta must be 0)");
+  } else if (p.op == ARB_OP_ATTENTION) {  // cols is head_dim
+    if (!range("head_dim", p.cols, c.min_cols, c.max_cols, c.cols_multiple_of)) return false;
   } else {
     if (!range("rows", p.rows, c.min_rows, c.max_rows, 1) ||
         !range("cols", p.cols, c.min_cols, c.max_cols, c.cols_multiple_of))

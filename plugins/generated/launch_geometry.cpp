@@ -22,7 +22,8 @@ constexpr FieldName kFieldNames[] = {
     {"lda", &arb_problem::lda},   {"ldb", &arb_problem::ldb},   {"ldc", &arb_problem::ldc},
     {"ldd", &arb_problem::ldd},   {"rows", &arb_problem::rows}, {"cols", &arb_problem::cols},
     {"ld_x", &arb_problem::ld_x}, {"ld_y", &arb_problem::ld_y}, {"ld_residual", &arb_problem::ld_residual},
-    {"dtype_bytes", nullptr}};
+    {"batch", &arb_problem::batch}, {"q_len", &arb_problem::q_len}, {"kv_len", &arb_problem::kv_len},
+    {"heads", &arb_problem::heads}, {"kv_heads", &arb_problem::kv_heads}, {"dtype_bytes", nullptr}};
 static_assert(std::size(kFieldNames) <= 32, "Formula::fields_used_ has a bit per field");
 
 int64_t field_value(const FieldName& field, const arb_problem& p) {

@@ -63,6 +63,19 @@ class NvrtcModule final : public KernelModule {
         void* args[] = {&x, &y, &rows, &cols, &ld_x, &ld_y};
         return cudaLaunchKernel(function, grid, block, args, shared, stream);
       }
+      case ARB_OP_ATTENTION: {
+        const void *q = o.q, *k = o.k, *v = o.v;
+        void* out = o.o;
+        long long sizes[6] = {p.batch, p.q_len, p.kv_len, p.heads, p.kv_heads, p.cols};
+        long long strides[12] = {p.ld_q_batch, p.ld_q_token, p.ld_q_head, p.ld_k_batch, p.ld_k_token, p.ld_k_head,
+                                 p.ld_v_batch, p.ld_v_token, p.ld_v_head, p.ld_o_batch, p.ld_o_token, p.ld_o_head};
+        float scale = o.alpha;
+        int causal = p.causal;
+        void* args[] = {&q, &k, &v, &out, &sizes[0], &sizes[1], &sizes[2], &sizes[3], &sizes[4], &sizes[5],
+                        &strides[0], &strides[1], &strides[2], &strides[3], &strides[4], &strides[5], &strides[6],
+                        &strides[7], &strides[8], &strides[9], &strides[10], &strides[11], &scale, &causal};
+        return cudaLaunchKernel(function, grid, block, args, shared, stream);
+      }
       default: return cudaErrorInvalidValue;
     }
   }

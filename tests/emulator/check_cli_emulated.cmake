@@ -27,6 +27,19 @@ expect("${timing}" "^emulated: correctness only")
 string(JSON checks GET "${output}" verification 0 checks)
 expect("${checks}" "^passed: 3 trials")
 
+# The shipped decode attention (attention.v1), one small causal GQA shape in bf16 and an f32 one
+# at head_dim 200 (its claims, 4096 keys of 32 heads, take long on the emulator).
+foreach(shape IN ITEMS "attention bf16 batch=2 q=3 kv=70 heads=4 kvheads=2 dim=64 causal=1 device=cuda"
+                       "attention f32 q=2 kv=130 heads=6 kvheads=3 dim=200 device=cuda")
+  manifest_with_one_shape("${SOURCE}/plugins/generated/kernels/decode_attention.toml" cli_ "${shape}"
+                          "${WORK}/cli_decode_attention.toml")
+  run(0 try "${WORK}/cli_decode_attention.toml" --device=cuda-emulated)
+  string(JSON verified GET "${output}" verified)
+  expect("${verified}" "^ON$")
+  string(JSON checks GET "${output}" verification 0 checks)
+  expect("${checks}" "^passed: 3 trials")
+endforeach()
+
 run(5 try "${SOURCE}/tests/fixtures/generated_cheaters/racy.toml" --device=cuda-emulated)
 string(JSON verified GET "${output}" verified)
 expect("${verified}" "^OFF$")

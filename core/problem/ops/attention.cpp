@@ -205,6 +205,14 @@ class Attention final : public Op {
   }
   // Each output sums kv_len weighted values, each weight from a head_dim-term dot product.
   int64_t accumulated_terms(const arb_problem& p) const override { return std::max(p.kv_len, p.cols); }
+  // An honest f32 kernel rounds each logit's dot product: about a unit of f32 rounding times
+  // sqrt(head_dim) times the logits' spread, which the gate's draws keep near 64 times the
+  // scale (|scale| <= 2), and the output, a softmax-weighted mean of the values, moves by about
+  // as much relatively. (A one-accumulator dot product over head_dim 200 erred by 1.2e-5 at
+  // scale 1, over the plain 1e-5; TF32 or bf16 math errs by 5e-4 and more, far above this.)
+  double error_floor(const arb_problem& p) const override {
+    return 0x1p-24 * std::sqrt(static_cast<double>(std::max<int64_t>(1, p.cols))) * 128.0;
+  }
 
   std::string scalars_text(const arb_operands& o) const override { return fmt::format("scale {:g}", o.alpha); }
 
