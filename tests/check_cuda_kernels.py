@@ -24,6 +24,7 @@ REQUIRED = {
     "softmax_cluster": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "swiglu": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "rope": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],       # its vector kernels (kVector true)
+    "attention": [r"\bLDG\.E\.128"],                   # each key's row in 16-byte loads
     "gemm_splitk": [r"\bLDG\.E\.128"],                  # the weights in 16-byte loads
     "gemm_sm80": [r"\bHMMA\.16816", r"\bLDGSTS", r"\bLDSM"],  # mma.sync, cp.async, ldmatrix
     "gemm_sm90": [r"\bHGMMA\.64x(128|256)x16", r"\bUTMALDG"],   # wgmma and TMA loads
@@ -31,6 +32,7 @@ REQUIRED = {
 # Functions exempt from REQUIRED (helper kernels with nothing to vectorise), by substring.
 EXEMPT = {
     "gemm_splitk": ["splitk_reduce_kernel"],
+    "attention": ["attention_combine_kernel"],  # the chunks' partials: a float a thread
     "rope": [", false>("],  # rope_kernel<T, interleaved, false>: a pair at a time, for dims and strides vectors do not fit
 }
 FORBIDDEN = [r"\bLDL\b", r"\bSTL\b"]  # local memory: spills or stack arrays

@@ -8,6 +8,8 @@
 //   swiglu_vec16        silu(gate) * up, a grid striding over 16-byte vectors
 //   rope_vec16          rotary embedding in place: 16-byte vectors of pairs (a pair a thread where
 //                       the dim or alignment does not allow), each cos and sin reused over heads
+//   attention_splitkv   attention split over the keys (flash-decoding): chunks of 128-key tiles
+//                       a block each, online softmax, then one block a row combines the chunks
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
 //   gemm_wgmma_sm90     Hopper GEMM: TMA, an mbarrier pipeline, warp-specialised wgmma, persistent grid
 //   gemm_wgmma_sm90_n256  the same with 128 x 256 tiles (m64n256k16; setmaxnreg 40 / 232)
@@ -127,6 +129,41 @@ GemmArgs gemm_args(const arb_problem& p, const arb_operands* o, void* workspace,
   return g;
 }
 
+// The attention launcher's arguments from a problem (and a call's operands and workspace).
+arbiter::cuda::AttentionArgs attention_args(const arb_problem& p, const arb_operands* o, void* workspace,
+                                            size_t workspace_bytes) {
+  arbiter::cuda::AttentionArgs a;
+  if (o != nullptr) {
+    a.q = o->q;
+    a.k = o->k;
+    a.v = o->v;
+    a.o = o->o;
+    a.scale = o->alpha;
+  }
+  a.batch = p.batch;
+  a.q_len = p.q_len;
+  a.kv_len = p.kv_len;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.dim = p.cols;
+  const int64_t strides[4][3] = {{p.ld_q_batch, p.ld_q_token, p.ld_q_head},
+                                 {p.ld_k_batch, p.ld_k_token, p.ld_k_head},
+                                 {p.ld_v_batch, p.ld_v_token, p.ld_v_head},
+                                 {p.ld_o_batch, p.ld_o_token, p.ld_o_head}};
+  for (int i = 0; i < 3; ++i) {
+    a.ld_q[i] = strides[0][i];
+    a.ld_k[i] = strides[1][i];
+    a.ld_v[i] = strides[2][i];
+    a.ld_o[i] = strides[3][i];
+  }
+  a.causal = p.causal;
+  a.dtype = static_cast<Dtype>(p.dtype);
+  a.sm_count = device.sm_count;
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
+  return a;
+}
+
 bool decode_limits(const arb_problem& p, Why& why) {
   if (!common_limits(p, why)) return false;
   if (p.m > 16) return why.no("m above 16 (decode shapes)");
@@ -167,7 +204,8 @@ arbiter::plugin::Plugin make() {
           ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor))
 #endif
       .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
-                   "accesses, SwiGLU, rotary embeddings, a split-K decode GEMM, a wgmma + TMA GEMM for Hopper, an mma.sync GEMM");
+                   "accesses, SwiGLU, rotary embeddings, split-KV attention, a split-K decode GEMM, a wgmma + TMA "
+                   "GEMM for Hopper, an mma.sync GEMM");
 
   plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
                     .supports(one_block_row_limits)
@@ -232,6 +270,25 @@ arbiter::plugin::Plugin make() {
                                                       .dtype = static_cast<Dtype>(p.dtype),
                                                       .sm_count = device.sm_count};
                       check_cuda(arbiter::cuda::launch_rope(a, static_cast<cudaStream_t>(l.stream)), "rope_vec16");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("attention_splitkv", ARB_OP_ATTENTION, kDLCUDA)
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!common_limits(p, why)) return false;
+                      const int64_t vector = p.dtype == ARB_DTYPE_F32 ? 4 : 8;
+                      if (p.cols > arbiter::cuda::attention_max_dim() || p.cols % vector != 0)
+                        return why.no("head_dim a multiple of %lld up to %lld", static_cast<long long>(vector),
+                                      static_cast<long long>(arbiter::cuda::attention_max_dim()));
+                      if (p.batch * p.q_len * p.heads > 0x7fffffff) return why.no("more than 2^31 - 1 query rows");
+                      return true;
+                    })
+                    .workspace([](const arb_problem& p) {
+                      return arbiter::cuda::attention_workspace_bytes(attention_args(p, nullptr, nullptr, 0));
+                    })
+                    .launch([](const Launch& l) {
+                      const arbiter::cuda::AttentionArgs a =
+                          attention_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
+                      check_cuda(arbiter::cuda::launch_attention(a, static_cast<cudaStream_t>(l.stream)),
+                                 "attention_splitkv");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("gemm_decode_splitk", ARB_OP_GEMM, kDLCUDA)
                     .supports(decode_limits)

@@ -63,6 +63,23 @@ struct RopeArgs {
   int sm_count = 0;  // of the device: how many heads one thread turns with the same cos and sin
 };
 
+// attention: o = softmax(scale q k^T) v per batch and query head, q [batch, q_len, heads, dim],
+// k and v [batch, kv_len, kv_heads, dim], o like q; strides (batch, token, head) in elements;
+// causal: query i sees keys j <= i + kv_len - q_len. The workspace holds each row's chunks'
+// partial results (attention_workspace_bytes).
+struct AttentionArgs {
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+  void* o = nullptr;
+  int64_t batch = 0, q_len = 0, kv_len = 0, heads = 0, kv_heads = 0, dim = 0;
+  int64_t ld_q[3] = {}, ld_k[3] = {}, ld_v[3] = {}, ld_o[3] = {};
+  float scale = 1.0f;
+  int32_t causal = 0;
+  Dtype dtype = Dtype::bf16;
+  int sm_count = 0;  // of the device: how many chunks of keys a row is split into
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+};
+
 // The widest row the register-resident row kernels take: 8 16-byte vectors per thread of a
 // 512-thread block (f32: 16384 columns; f16/bf16: 32768).
 int64_t row_kernel_max_cols(Dtype dtype);
@@ -71,6 +88,10 @@ cudaError_t launch_rmsnorm(const RowArgs& args, cudaStream_t stream);
 cudaError_t launch_softmax(const RowArgs& args, cudaStream_t stream);
 cudaError_t launch_swiglu(const SwigluArgs& args, cudaStream_t stream);
 cudaError_t launch_rope(const RopeArgs& args, cudaStream_t stream);
+// head_dim up to attention_max_dim(), a multiple of a 16-byte vector; rows 16-byte aligned.
+int64_t attention_max_dim();
+size_t attention_workspace_bytes(const AttentionArgs& args);
+cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);

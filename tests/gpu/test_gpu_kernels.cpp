@@ -106,6 +106,23 @@ std::vector<std::string> rope_problems() {
   return problems;
 }
 
+// attention: decode against a cache (split over the keys into chunks, GQA) and a causal prefill
+// whose early rows see fewer chunks than the last; head_dim 64, 128 and 256, a fused-QKV query.
+std::vector<std::string> attention_problems() {
+  if (test::light())
+    return {"attention bf16 batch=2 q=3 kv=300 heads=4 kvheads=2 dim=64 causal=1 device=cuda",
+            "attention f32 q=1 kv=700 heads=8 kvheads=2 dim=128 causal=1 device=cuda"};
+  std::vector<std::string> problems;
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    problems.push_back(fmt::format("attention {} q=1 kv=4096 heads=32 kvheads=8 dim=128 causal=1 device=cuda", dtype));
+    problems.push_back(fmt::format("attention {} batch=16 q=1 kv=1024 heads=32 kvheads=8 dim=128 causal=1 "
+                                   "ldq=6144,0,128 ldo=4096,0,128 device=cuda", dtype));
+    problems.push_back(fmt::format("attention {} q=512 kv=512 heads=32 kvheads=8 dim=128 causal=1 device=cuda", dtype));
+    problems.push_back(fmt::format("attention {} batch=2 q=3 kv=70 heads=4 kvheads=4 dim=256 device=cuda", dtype));
+  }
+  return problems;
+}
+
 bool full_size(const std::string& problem) {
   return test::emulated() && !test::light() && (problem.find("gemm bf16 m=200 n=264 k=520 ta=0 tb=1") == 0 ||
                               problem.find("gemm f32 m=16 n=64 k=4096 ta=0 tb=1") == 0 ||
@@ -128,10 +145,12 @@ TEST_CASE("every CUDA kernel passes the verification gate against the reference"
     REQUIRE_MESSAGE(record->state == PluginState::loaded, plugin, ": ", record->reason);
     CHECK(record->origin == (test::emulated() ? "emulated" : "install"));
   }
-  std::vector<std::string> all = gemm_problems(), norms = norm_problems(), ropes = rope_problems();
+  std::vector<std::string> all = gemm_problems(), norms = norm_problems(), ropes = rope_problems(),
+                           attentions = attention_problems();
   const std::vector<std::string> configs = algo_config_problems();
   all.insert(all.end(), norms.begin(), norms.end());
   all.insert(all.end(), ropes.begin(), ropes.end());
+  all.insert(all.end(), attentions.begin(), attentions.end());
 
   std::map<std::string, int> verified;  // kernel -> problems it was verified on
   int verdicts = 0;
