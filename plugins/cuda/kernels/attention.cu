@@ -143,6 +143,11 @@ void plan_splits(const AttentionArgs& a, int64_t& splits, int64_t& chunk) {
   splits = (a.kv_len + chunk - 1) / chunk;
 }
 
+// The workspace: each (row, chunk)'s maximum, sum and head_dim accumulators.
+size_t partials_bytes(int64_t rows, int64_t splits, int64_t dim) {
+  return static_cast<size_t>(rows * splits * (dim + 2)) * sizeof(float);
+}
+
 }  // namespace
 
 int64_t attention_max_dim() { return kMaxDim; }
@@ -150,7 +155,7 @@ int64_t attention_max_dim() { return kMaxDim; }
 size_t attention_workspace_bytes(const AttentionArgs& a) {
   int64_t splits = 0, chunk = 0;
   plan_splits(a, splits, chunk);
-  return static_cast<size_t>(a.batch * a.q_len * a.heads * splits * (a.dim + 2)) * sizeof(float);
+  return partials_bytes(a.batch * a.q_len * a.heads, splits, a.dim);
 }
 
 cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
@@ -179,7 +184,7 @@ cudaError_t launch_attention(const AttentionArgs& a, cudaStream_t stream) {
   p.causal = a.causal;
   p.rows = a.batch * a.q_len * a.heads;
   plan_splits(a, p.splits, p.chunk);
-  if (a.workspace == nullptr || a.workspace_bytes < attention_workspace_bytes(a)) return cudaErrorInvalidValue;
+  if (a.workspace == nullptr || a.workspace_bytes < partials_bytes(p.rows, p.splits, p.dim)) return cudaErrorInvalidValue;
   p.partials = static_cast<float*>(a.workspace);
   switch (a.dtype) {
     case Dtype::f32: return launch_type<float>(p, stream);
