@@ -25,6 +25,7 @@ REQUIRED = {
     "swiglu": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "rope": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],       # its vector kernels (kVector true)
     "attention": [r"\bLDG\.E\.128"],                   # each key's row in 16-byte loads
+    "attention_sm80": [r"\bHMMA\.16816", r"\bLDGSTS", r"\bLDSM\.16\.MT88"],  # mma.sync, cp.async, ldmatrix.trans
     "gemm_splitk": [r"\bLDG\.E\.128"],                  # the weights in 16-byte loads
     "gemm_sm80": [r"\bHMMA\.16816", r"\bLDGSTS", r"\bLDSM"],  # mma.sync, cp.async, ldmatrix
     "gemm_sm90": [r"\bHGMMA\.64x(128|256)x16", r"\bUTMALDG"],   # wgmma and TMA loads

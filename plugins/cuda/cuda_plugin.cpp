@@ -10,6 +10,8 @@
 //                       the dim or alignment does not allow), each cos and sin reused over heads
 //   attention_splitkv   attention split over the keys (flash-decoding): chunks of 128-key tiles
 //                       a block each, online softmax, then one block a row combines the chunks
+//   attention_mma_sm80  attention on the tensor cores (FlashAttention-2 style: mma.sync, ldmatrix,
+//                       cp.async), 64 rows of (token, GQA head) a block, f16/bf16, head_dim 64/128
 //   gemm_decode_splitk  decode GEMM (m <= 16, B stored [n, k]), split-K with a deterministic reduction
 //   gemm_wgmma_sm90     Hopper GEMM: TMA, an mbarrier pipeline, warp-specialised wgmma, persistent grid
 //   gemm_wgmma_sm90_n256  the same with 128 x 256 tiles (m64n256k16; setmaxnreg 40 / 232)
@@ -204,7 +206,7 @@ arbiter::plugin::Plugin make() {
           ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor))
 #endif
       .description("hand-written CUDA kernels for sm_90a and sm_80: RMSNorm and softmax in registers with 16-byte "
-                   "accesses, SwiGLU, rotary embeddings, split-KV attention, a split-K decode GEMM, a wgmma + TMA "
+                   "accesses, SwiGLU, rotary embeddings, split-KV and tensor-core attention, a split-K decode GEMM, a wgmma + TMA "
                    "GEMM for Hopper, an mma.sync GEMM");
 
   plugin.kernel(arbiter::plugin::Kernel("rmsnorm_vec16", ARB_OP_RMSNORM, kDLCUDA)
@@ -289,6 +291,20 @@ arbiter::plugin::Plugin make() {
                           attention_args(l.problem, &l.operands, l.workspace, l.workspace_bytes);
                       check_cuda(arbiter::cuda::launch_attention(a, static_cast<cudaStream_t>(l.stream)),
                                  "attention_splitkv");
+                    }));
+  plugin.kernel(arbiter::plugin::Kernel("attention_mma_sm80", ARB_OP_ATTENTION, kDLCUDA)
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!common_limits(p, why)) return false;
+                      if (p.dtype != ARB_DTYPE_F16 && p.dtype != ARB_DTYPE_BF16) return why.no("f16 and bf16 only");
+                      if (!arbiter::cuda::attention_sm80_supports_dim(p.cols)) return why.no("head_dim 64 or 128");
+                      if (p.batch > 65535 || p.kv_heads > 65535) return why.no("batch or kv_heads above 65535");
+                      if (p.q_len > 0x7fffffff / (p.heads / p.kv_heads)) return why.no("more than 2^31 - 1 rows a K/V head");
+                      return true;
+                    })
+                    .launch([](const Launch& l) {
+                      const arbiter::cuda::AttentionArgs a = attention_args(l.problem, &l.operands, nullptr, 0);
+                      check_cuda(arbiter::cuda::launch_attention_sm80(a, static_cast<cudaStream_t>(l.stream)),
+                                 "attention_mma_sm80");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("gemm_decode_splitk", ARB_OP_GEMM, kDLCUDA)
                     .supports(decode_limits)

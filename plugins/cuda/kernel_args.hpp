@@ -92,6 +92,10 @@ cudaError_t launch_rope(const RopeArgs& args, cudaStream_t stream);
 int64_t attention_max_dim();
 size_t attention_workspace_bytes(const AttentionArgs& args);
 cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
+// The tensor-core attention (FlashAttention-2 style, mma.sync): f16 and bf16, head_dim 64 or
+// 128, rows 16-byte aligned, batch and kv_heads up to 65535; no workspace.
+bool attention_sm80_supports_dim(int64_t dim);
+cudaError_t launch_attention_sm80(const AttentionArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);

@@ -355,6 +355,7 @@ void probe_cp_async() {
 // of matrix q is stored at slot q * 8 + (5 r) % 8; its element c (16-bit) = q * 64 + r * 8 + c.
 // Lane l passes the address of row l % 8 of matrix l / 8.
 
+template <bool kTrans>
 __global__ void ldmatrix_kernel(uint32_t* result) {
   __shared__ __align__(16) uint16_t shared[32 * 16];
   const int lane = threadIdx.x;
@@ -365,24 +366,31 @@ __global__ void ldmatrix_kernel(uint32_t* result) {
   __syncwarp();
   const int q = lane / 8, r = lane % 8;
   uint32_t reg[4];
-  sm80::ldmatrix_x4(shared_address(shared + (q * 8 + (5 * r) % 8) * 16), reg);
+  if constexpr (kTrans)
+    sm80::ldmatrix_x4_trans(shared_address(shared + (q * 8 + (5 * r) % 8) * 16), reg);
+  else
+    sm80::ldmatrix_x4(shared_address(shared + (q * 8 + (5 * r) % 8) * 16), reg);
   for (int i = 0; i < 4; ++i) result[lane * 4 + i] = reg[i];
 }
 
-void probe_ldmatrix() {
+// .trans: lane l gets, in r[q], rows 2 (l % 4) and 2 (l % 4) + 1 of column l / 4 of matrix q.
+template <bool kTrans>
+void probe_ldmatrix(const char* name) {
   DeviceBuffer<uint32_t> result(128);
-  finish(launch_kernel(ldmatrix_kernel, dim3(1), dim3(32), 0, nullptr, result.data), "ldmatrix_kernel");
+  finish(launch_kernel(ldmatrix_kernel<kTrans>, dim3(1), dim3(32), 0, nullptr, result.data), "ldmatrix_kernel");
   const auto r = result.download();
-  line("# ldmatrix_x4: r[0..3] per lane; element c of row r of matrix q holds q*64 + r*8 + c");
+  line("# %s: r[0..3] per lane; element c of row r of matrix q holds q*64 + r*8 + c", name);
   Comparison cmp;
   for (int lane = 0; lane < 32; ++lane) {
-    line("ldmatrix_x4 lane=%d %s", lane, hex_words(&r[static_cast<size_t>(lane) * 4], 4).c_str());
+    line("%s lane=%d %s", name, lane, hex_words(&r[static_cast<size_t>(lane) * 4], 4).c_str());
     for (int q = 0; q < 4; ++q) {
-      const uint32_t lo = static_cast<uint32_t>(q * 64 + (lane / 4) * 8 + 2 * (lane % 4));
-      cmp.expect(r[static_cast<size_t>(lane * 4 + q)] == (lo | ((lo + 1) << 16)), format("lane %d r[%d]", lane, q));
+      const int g = lane / 4, t = lane % 4;
+      const uint32_t lo = static_cast<uint32_t>(kTrans ? q * 64 + 2 * t * 8 + g : q * 64 + g * 8 + 2 * t);
+      const uint32_t hi = lo + (kTrans ? 8 : 1);
+      cmp.expect(r[static_cast<size_t>(lane * 4 + q)] == (lo | (hi << 16)), format("lane %d r[%d]", lane, q));
     }
   }
-  cmp.report("ldmatrix_x4");
+  cmp.report(name);
 }
 
 // ---- probe: mma.sync m16n8k16 ---------------------------------------------------------------------
@@ -850,7 +858,8 @@ const std::vector<Probe>& probes() {
       {"convert", 8, probe_convert},
       {"sincospi", 8, probe_sincospi},
       {"cp_async", 8, probe_cp_async},
-      {"ldmatrix_x4", 8, probe_ldmatrix},
+      {"ldmatrix_x4", 8, [] { probe_ldmatrix<false>("ldmatrix_x4"); }},
+      {"ldmatrix_x4_trans", 8, [] { probe_ldmatrix<true>("ldmatrix_x4_trans"); }},
       {"mma_m16n8k16_bf16", 8, [] { probe_mma<__nv_bfloat16>("mma_m16n8k16_bf16", false); }},
       {"mma_m16n8k16_f16", 8, [] { probe_mma<__half>("mma_m16n8k16_f16", false); }},
       {"mma_m16n8k16_bf16_fractions", 8, [] { probe_mma<__nv_bfloat16>("mma_m16n8k16_bf16_fractions", true); }},

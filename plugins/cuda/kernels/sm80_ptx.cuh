@@ -48,6 +48,16 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t address, uint32_t (&r)[4]) 
                : "memory");
 }
 
+// The same four 8x8 matrices transposed on the way (.trans): r[q] of lane l holds rows
+// 2 (l % 4) and 2 (l % 4) + 1 of column l / 4 of matrix q (the lower row in the low half).
+// From a row-major [k][n] tile this is mma's B fragment (b0, b1 below) with no transposing copy.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t address, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+
 // D[16 x 8] += A[16 x 16] . B[16 x 8] on one warp, f32 accumulators, 16-bit T operands.
 // With g = lane / 4 and t = lane % 4 (PTX ISA, mma.m16n8k16 fragments):
 //   a[0]: A[g][2t, 2t+1]  a[1]: A[g+8][2t, 2t+1]  a[2]: A[g][2t+8, 2t+9]  a[3]: A[g+8][2t+8, 2t+9]
