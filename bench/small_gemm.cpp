@@ -543,17 +543,20 @@ std::string today() {
 int main(int argc, char** argv) {
   Settings settings;
   std::string command = "arbiter_bench_small_gemm";
+  std::string only;  // keep the problems whose text contains it
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     command += " " + arg;
     if (arg == "--quick") {
       settings.quick = true;
+    } else if (arg.rfind("--only=", 0) == 0) {
+      only = arg.substr(7);
     } else if (arg == "--samples" && i + 1 < argc) {
       command += std::string(" ") + argv[i + 1];
       settings.samples = std::atoi(argv[++i]);
       if (settings.samples < 20) die("--samples must be at least 20");
     } else {
-      std::fprintf(stderr, "usage: arbiter_bench_small_gemm [--quick] [--samples N (>= 20)]\n");
+      std::fprintf(stderr, "usage: arbiter_bench_small_gemm [--quick] [--samples N (>= 20)] [--only=TEXT (problems containing it)]\n");
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -599,6 +602,9 @@ int main(int argc, char** argv) {
     }
   }
 
+  for (std::vector<std::string>* texts : {&gemm_texts, &row_texts})
+    std::erase_if(*texts, [&](const std::string& text) { return text.find(only) == std::string::npos; });
+
   unsetenv("ARBITER_PLUGIN_PATH");  // the build's own plugins, nothing else
   arbiter::Context context(arbiter::default_config());
 
@@ -618,6 +624,7 @@ int main(int argc, char** argv) {
       } else {
         names = {"cpu." + op, "reference." + op};
         if (op == "swiglu") names.insert(names.begin(), "cpu.swiglu_avx512");
+        if (op == "attention") names.insert(names.begin(), "cpu.attention_bf16_avx512");  // bf16 only
         c.baseline = "reference." + op;
       }
       ProblemBuffers inputs(p, c.parsed.alpha, c.parsed.beta, c.parsed.eps);

@@ -145,15 +145,21 @@ TEST_CASE("the reference attention matches the definition, GQA and causal, odd s
   }
 }
 
-TEST_CASE("cpu.attention matches the reference: dtypes, GQA, causal decode and prefill, BSHD, BHSD and fused QKV") {
+namespace {
+
+// Each CPU kernel on every problem it takes (attention_bf16_avx512: bf16 on a CPU with
+// AVX512-BF16; said skipped elsewhere).
+void check_cpu_kernel_against_reference(const char* name, const char* example) {
+  CAPTURE(name);
   Context& context = shared_context();
-  const KernelRecord* kernel = context.registry().find("cpu.attention");
+  const KernelRecord* kernel = context.registry().find(name);
   REQUIRE(kernel != nullptr);
   std::string why;
-  if (!kernel_supports(*kernel, parse_problem("attention f32 q=1 kv=4 heads=1 dim=8").problem, &why)) {
-    MESSAGE("skipped: cpu.attention cannot run here: ", why);
+  if (!kernel_supports(*kernel, parse_problem(example).problem, &why)) {
+    MESSAGE("skipped: ", name, " cannot run here: ", why);
     return;
   }
+  int checked = 0;
   struct Shape {
     int64_t batch, q, kv, heads, kv_heads, dim;
   };
@@ -176,6 +182,8 @@ TEST_CASE("cpu.attention matches the reference: dtypes, GQA, causal decode and p
                               s.dim, s.kv * qkv, qkv, s.dim, s.q * s.heads * (s.dim + 5), s.heads * (s.dim + 5), s.dim + 5);
         CAPTURE(text);
         const ParsedProblem parsed = parse_problem(text);
+        if (!kernel_supports(*kernel, parsed.problem, nullptr)) continue;  // another dtype
+        ++checked;
         ProblemBuffers buffers(parsed.problem, parsed.alpha, 0, 0);
         buffers.randomize(700 + index, input_draw(index % 2 ? Distribution::normal : Distribution::uniform), OutputFill::nan);
         ProblemBuffers expected = buffers;
@@ -190,6 +198,17 @@ TEST_CASE("cpu.attention matches the reference: dtypes, GQA, causal decode and p
           CHECK(std::memcmp(buffers.find(input)->buffer.data(), before.find(input)->buffer.data(),
                             before.find(input)->buffer.size()) == 0);
       }
+  CHECK(checked >= 18);  // every shape and layout of each dtype it takes
+}
+
+}  // namespace
+
+TEST_CASE("cpu.attention matches the reference: dtypes, GQA, causal decode and prefill, BSHD, BHSD and fused QKV") {
+  check_cpu_kernel_against_reference("cpu.attention", "attention f32 q=1 kv=4 heads=1 dim=8");
+}
+
+TEST_CASE("cpu.attention_bf16_avx512 matches the reference: GQA, causal decode and prefill, head_dim 7 to 128, layouts") {
+  check_cpu_kernel_against_reference("cpu.attention_bf16_avx512", "attention bf16 q=1 kv=4 heads=1 dim=8");
 }
 
 TEST_CASE("arb_attention: a decode step against a cache, GQA, and bad input with a status and a message") {
@@ -335,7 +354,7 @@ TEST_CASE("arb_attention: a decode step against a cache, GQA, and bad input with
   }
 }
 
-TEST_CASE("the gate rejects the attention cheaters, for the right reason, and passes cpu.attention") {
+TEST_CASE("the gate rejects the attention cheaters, for the right reason, and passes the CPU kernels") {
   std::vector<std::string> files = test::shipped_plugins();
   files.push_back(test::fixture_file("attention_cheats"));
   const auto context = test::make_context(test::config_loading(files));
@@ -353,10 +372,11 @@ TEST_CASE("the gate rejects the attention cheaters, for the right reason, and pa
   for (const char* honest : {problem, "attention bf16 batch=1 q=1 kv=300 heads=8 kvheads=2 dim=128 causal=1",
                              "attention f16 batch=2 q=5 kv=9 heads=2 dim=64"}) {
     CAPTURE(honest);
-    for (const char* kernel : {"cpu.attention", "reference.attention"}) {
+    for (const char* kernel : {"cpu.attention", "cpu.attention_bf16_avx512", "reference.attention"}) {
       CAPTURE(kernel);
       const KernelRecord* record = context->registry().find(kernel);
       REQUIRE(record != nullptr);
+      if (!kernel_supports(*record, parse_problem(honest).problem, nullptr)) continue;  // a dtype or CPU it does not take
       const Verdict v = context->gate().verdict(*record, parse_problem(honest).problem);
       CAPTURE(v.detail);
       CHECK(v.passed);

@@ -6,6 +6,7 @@
 // running maximum, its sum of exponentials and its f32 accumulator, rescaled when the maximum
 // grows. Rows are ordered query-major, so a causal block of rows needs the keys its last row
 // sees, and each row stops at its own last key.
+#include "attention_rows.hpp"
 #include "kernels.hpp"
 #include "simd_avx2.hpp"
 
@@ -153,18 +154,15 @@ void attention_typed(const arb_problem& p, const arb_operands& o, float* workspa
     for (int64_t g = 0; g < p.kv_heads; ++g)
       for (int64_t first = 0; first < rows; first += kRowBlock) {
         const int64_t count = std::min(kRowBlock, rows - first);
-        // Row r: query r / group of head g * group + r % group; it sees keys [0, seen(r)).
-        auto query_of = [&](int64_t r) { return (first + r) / group; };
-        auto head_of = [&](int64_t r) { return g * group + (first + r) % group; };
-        auto seen = [&](int64_t r) { return p.causal ? query_of(r) + p.kv_len - p.q_len + 1 : p.kv_len; };
+        const AttentionRows block_rows{p, group, g, first};
         for (int64_t r = 0; r < count; ++r) {
-          widen<Dtype>(q + b * p.ld_q_batch + query_of(r) * p.ld_q_token + head_of(r) * p.ld_q_head, dim, padded, o.alpha,
-                       s.queries + r * padded);
+          const E* query = q + b * p.ld_q_batch + block_rows.query_of(r) * p.ld_q_token + block_rows.head_of(r) * p.ld_q_head;
+          widen<Dtype>(query, dim, padded, o.alpha, s.queries + r * padded);
           s.maxima[r] = -INFINITY;
           s.sums[r] = 0.0f;
           std::fill(s.sums_of_values + r * padded, s.sums_of_values + (r + 1) * padded, 0.0f);
         }
-        const int64_t keys = seen(count - 1);  // the block's last row sees the most
+        const int64_t keys = block_rows.seen(count - 1);  // the block's last row sees the most
         for (int64_t j0 = 0; j0 < keys; j0 += kKeyBlock) {
           const int64_t block = std::min(kKeyBlock, keys - j0);
           for (int64_t j = 0; j < block; ++j) {
@@ -174,12 +172,12 @@ void attention_typed(const arb_problem& p, const arb_operands& o, float* workspa
                          s.values + j * padded);
           }
           for (int64_t r = 0; r < count; ++r) {
-            const int64_t mine = std::min(block, seen(r) - j0);
+            const int64_t mine = std::min(block, block_rows.seen(r) - j0);
             if (mine > 0) fold_keys(s.queries + r * padded, s, r, mine, padded);
           }
         }
         for (int64_t r = 0; r < count; ++r) {
-          E* row = out + b * p.ld_o_batch + query_of(r) * p.ld_o_token + head_of(r) * p.ld_o_head;
+          E* row = out + b * p.ld_o_batch + block_rows.query_of(r) * p.ld_o_token + block_rows.head_of(r) * p.ld_o_head;
           const float* acc = s.sums_of_values + r * padded;
           const __m256 inverse = _mm256_set1_ps(1.0f / s.sums[r]);
           int64_t d = 0;

@@ -123,6 +123,18 @@ ARBITER_PLUGIN(
         .kernel(arbiter::plugin::Kernel("rope", ARB_OP_ROPE)
                     .supports(runs_here)
                     .launch([](const Launch& l) { arbiter::cpu::rope(l.problem, l.operands); }))
+        .kernel(arbiter::plugin::Kernel("attention_bf16_avx512", ARB_OP_ATTENTION)
+                    .priority(1)  // preferred where the CPU has it
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!runs_here(p, why)) return false;
+                      if (p.dtype != ARB_DTYPE_BF16) return why.no("bf16 only");
+                      if (!cpu_has_avx512_bf16()) return why.no("this CPU lacks AVX512-BF16 (or AVX-512F, VL, BW)");
+                      if (p.cols > arbiter::cpu::kAttentionBf16MaxDim)
+                        return why.no("head_dim above %lld", static_cast<long long>(arbiter::cpu::kAttentionBf16MaxDim));
+                      return true;
+                    })
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::attention_avx512_bf16_workspace(p); })
+                    .launch([](const Launch& l) { arbiter::cpu::attention_avx512_bf16(l.problem, l.operands, l.workspace); }))
         .kernel(arbiter::plugin::Kernel("attention", ARB_OP_ATTENTION)
                     .supports(runs_here)
                     .workspace([](const arb_problem& p) { return arbiter::cpu::attention_workspace(p); })

@@ -28,6 +28,11 @@ void rope(const arb_problem& problem, const arb_operands& operands);  // AVX2, F
 // AVX2, FMA, F16C; its blocks of keys and rows widened to f32 in the workspace (the size below).
 size_t attention_workspace(const arb_problem& problem);
 void attention(const arb_problem& problem, const arb_operands& operands, void* workspace);
+// bf16 only, AVX512-BF16 (and AVX-512F, VL, BW), head_dim up to kAttentionBf16MaxDim; V's
+// blocks interleaved and the rows' accumulators in the workspace (the size below).
+constexpr int64_t kAttentionBf16MaxDim = 256;
+size_t attention_avx512_bf16_workspace(const arb_problem& problem);
+void attention_avx512_bf16(const arb_problem& problem, const arb_operands& operands, void* workspace);
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 

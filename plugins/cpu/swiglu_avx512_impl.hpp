@@ -9,7 +9,7 @@
 // and the linker must never swap one's copy for the other's.
 #pragma once
 
-#include "exp_polynomial.hpp"
+#include "simd_avx512.hpp"
 
 #include <arbiter/plugin.h>
 
@@ -19,27 +19,6 @@
 
 namespace arbiter::cpu {
 namespace {
-
-// The maskz forms with every lane on: GCC 12 warns that the plain forms' pass-through
-// operand "may be used uninitialized" (a false positive, an error under -Werror).
-constexpr __mmask16 kAll = 0xffff;
-
-__attribute__((always_inline)) inline __m512 exp16(__m512 x) {
-  namespace k = exp_polynomial;
-  x = _mm512_maskz_min_ps(kAll, x, _mm512_set1_ps(k::kClamp));
-  x = _mm512_maskz_max_ps(kAll, x, _mm512_set1_ps(-k::kClamp));
-  __m512 fx = _mm512_fmadd_ps(x, _mm512_set1_ps(k::kLog2e), _mm512_set1_ps(0.5f));
-  fx = _mm512_maskz_roundscale_ps(kAll, fx, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(k::kLn2High), x);
-  x = _mm512_fnmadd_ps(fx, _mm512_set1_ps(k::kLn2Low), x);
-  const __m512 z = _mm512_mul_ps(x, x);
-  __m512 y = _mm512_set1_ps(k::kCoefficients[0]);
-  for (int i = 1; i < 6; ++i) y = _mm512_fmadd_ps(y, x, _mm512_set1_ps(k::kCoefficients[i]));
-  y = _mm512_fmadd_ps(y, z, _mm512_add_ps(x, _mm512_set1_ps(1.0f)));
-  const __m512i n = _mm512_maskz_cvttps_epi32(kAll, fx);
-  const __m512i pow2n = _mm512_maskz_slli_epi32(kAll, _mm512_add_epi32(n, _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(y, _mm512_castsi512_ps(pow2n));
-}
 
 __attribute__((always_inline)) inline __m512 swiglu16(__m512 gate, __m512 up) {
   const __m512 d = _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(_mm512_setzero_ps(), gate)));
