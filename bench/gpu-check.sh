@@ -5,7 +5,7 @@
 #   source .device/unpack.sh && set -o pipefail && bench/gpu-check.sh 2>&1 | tee $OUT/log
 # In order of value, each step only if time is left (what is skipped is said, and why):
 #   1. what it runs on: GPU, driver, clocks, CPU, cmake, compiler, nvcc, the toolkit's
-#      cuBLASLt, NVRTC and NVRTC builtins;
+#      cuBLASLt, NVRTC and NVRTC builtins, and cuDNN if the toolkit has it;
 #   2. configure (Release, sm_90a + sm_80) and build the PTX probes, then run them, one
 #      process per probe: $OUT/ptx-probes.txt, every lane's outputs (the emulator's golden data);
 #   3. build the benchmark and the plugins; the headline numbers: one 8192^3 bf16 GEMM
@@ -49,7 +49,7 @@ step "machine"
   echo "cmake: $(cmake --version 2>&1 | head -1)"
   echo "c++: $(c++ --version 2>&1 | head -1)"
   echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
-  for lib in libcublasLt.so libnvrtc.so libnvrtc-builtins.so libcudart.so; do
+  for lib in libcublasLt.so libnvrtc.so libnvrtc-builtins.so libcudart.so libcudnn.so; do  # cuDNN: for a fused-attention candidate
     found=$(ls -1 /usr/local/cuda/lib64/$lib.* /usr/local/cuda/targets/*/lib/$lib.* 2>/dev/null | sort -V | tail -1)
     echo "toolkit $lib: ${found:-not found}${found:+ -> $(readlink -f "$found")}"
   done
