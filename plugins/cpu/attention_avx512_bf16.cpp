@@ -9,7 +9,9 @@
 //     every row of the group): one vdpbf16ps per 16 outputs and two keys. The interleave leaves
 //     the accumulators' lanes in the unpack order (d 0-3, 8-11, ... and 4-7, 12-15, ...), put
 //     back in order once per row at the end.
-// Rounding P to bf16 is what FlashAttention does on GPUs; the sum of exponentials stays f32.
+// Rounding P to bf16 is what FlashAttention does on GPUs; the sum of exponentials stays f32. As
+// there, a row whose visible keys end at an odd count takes the next key's V row in its last
+// pair with weight 0: an infinite value there makes the row's output NaN (0 x inf).
 // head_dim up to 256 (its pairs and accumulators in registers).
 #include "attention_rows.hpp"
 #include "kernels.hpp"
@@ -53,13 +55,14 @@ __attribute__((always_inline)) inline __m512 sum_lanes16(__m512 (&v)[16]) {
   const __m512 hi = _mm512_maskz_shuffle_ps(kAll, v[0], v[1], 0xdd);  // a1 a3 b1 b3
   return _mm512_add_ps(lo, hi);
 }
-// sum_lanes16 leaves key m + 4 e in lane 4 m + e (m, e < 4): the lanes that put key i in
-// lane i, for vpermps. Arrays, loaded where used: a vector constant at namespace scope would be
-// built by a static initializer, AVX-512 code run when the plugin loads on any CPU.
-alignas(64) constexpr int32_t kKeyOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+// sum_lanes16 leaves the sum of v[m + 4 e] in lane 4 m + e (m, e < 4), a transpose, its own
+// inverse: key i's products go into v[kKeySlot[i]] so that its sum lands in lane i.
+constexpr int kKeySlot[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
 
 // A chunk's accumulators lo (d 0-3, 8-11, 16-19, 24-27) and hi (the rest) back in d order: the
-// lanes of lo (0-15) and hi (16-31) that make its first and its second 16 elements.
+// lanes of lo (0-15) and hi (16-31) that make its first and its second 16 elements. Arrays,
+// loaded where used: a vector constant at namespace scope would be built by a static
+// initializer, AVX-512 code run when the plugin loads on any CPU.
 alignas(64) constexpr int32_t kFirstHalf[16] = {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23};
 alignas(64) constexpr int32_t kSecondHalf[16] = {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
 __m512i lanes(const int32_t (&order)[16]) { return _mm512_load_si512(order); }
@@ -95,7 +98,7 @@ void attention_chunks(const arb_problem& p, const arb_operands& o, void* workspa
   auto* out = static_cast<uint16_t*>(o.o);
   const int64_t dim = p.cols, group = p.heads / p.kv_heads, rows = group * p.q_len;
   const Scratch s(workspace, kChunks);
-  const __m512i key_order = lanes(kKeyOrder), first_half = lanes(kFirstHalf), second_half = lanes(kSecondHalf);
+  const __m512i first_half = lanes(kFirstHalf), second_half = lanes(kSecondHalf);
   __mmask32 mask[kChunks];
   for (int c = 0; c < kChunks; ++c) mask[c] = chunk_mask(dim, c);
   for (int64_t b = 0; b < p.batch; ++b)
@@ -138,14 +141,15 @@ void attention_chunks(const arb_problem& p, const arb_operands& o, void* workspa
             for (int64_t j = 0; j < mine; j += 16) {
               const int64_t n = std::min<int64_t>(16, mine - j);
               __m512 dot[16];
+              for (__m512& d : dot) d = _mm512_setzero_ps();
               for (int i = 0; i < 16; ++i) {
-                dot[i] = _mm512_setzero_ps();
                 if (i >= n) continue;
                 const uint16_t* kr = kb + (j0 + j + i) * p.ld_k_token;
+                __m512& d = dot[kKeySlot[i]];
                 for (int c = 0; c < kChunks; ++c)
-                  dot[i] = _mm512_dpbf16_ps(dot[i], as_bh(query[c]), as_bh(_mm512_maskz_loadu_epi16(mask[c], kr + 32 * c)));
+                  d = _mm512_dpbf16_ps(d, as_bh(query[c]), as_bh(_mm512_maskz_loadu_epi16(mask[c], kr + 32 * c)));
               }
-              const __m512 sums = _mm512_maskz_permutexvar_ps(kAll, key_order, sum_lanes16(dot));
+              const __m512 sums = sum_lanes16(dot);  // key i in lane i
               const __mmask16 live = static_cast<__mmask16>((1u << n) - 1u);
               const __m512 scaled = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), live, sums, _mm512_set1_ps(o.alpha));
               _mm512_store_ps(score + j, scaled);

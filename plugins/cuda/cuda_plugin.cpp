@@ -292,7 +292,10 @@ arbiter::plugin::Plugin make() {
                       check_cuda(arbiter::cuda::launch_attention(a, static_cast<cudaStream_t>(l.stream)),
                                  "attention_splitkv");
                     }));
+  // Below attention_splitkv where nothing was tuned: at decode (a few rows a K/V head) it runs
+  // one block per K/V head over the whole cache; the tuner races the two per shape.
   plugin.kernel(arbiter::plugin::Kernel("attention_mma_sm80", ARB_OP_ATTENTION, kDLCUDA)
+                    .priority(-1)
                     .supports([](const arb_problem& p, Why& why) {
                       if (!common_limits(p, why)) return false;
                       if (p.dtype != ARB_DTYPE_F16 && p.dtype != ARB_DTYPE_BF16) return why.no("f16 and bf16 only");

@@ -13,7 +13,9 @@
 //     math: K(t+1) is loaded while P V(t) runs, V(t+1) while S(t+1) does.
 // Rows padded by 16 bytes in shared memory: ldmatrix's 8 rows fall in 8 different bank groups.
 // Needs 16-byte aligned rows (head_dim contiguous). f32 accumulation; P rounded to the dtype for
-// the P V product, as FlashAttention does.
+// the P V product, as FlashAttention does. As there, a key a row must not see but that shares a
+// tile with ones it does enters P V with weight 0: an infinite value in its V row makes the
+// row's output NaN (0 x inf), where the definition ignores it.
 #include "common.cuh"
 #include "launch.cuh"
 #include "sm80_ptx.cuh"
@@ -67,7 +69,10 @@ __global__ void __launch_bounds__(kThreads) attention_sm80_kernel(FlashParams p)
   };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b = blockIdx.z, kv_head = blockIdx.y;
-  const int64_t rows = p.q_len * p.group, first_row = static_cast<int64_t>(blockIdx.x) * kBlockRows;
+  // Under a causal mask the last rows see the most keys: their blocks start first, so that the
+  // lightest make the tail of the grid (as FlashAttention-2 orders them).
+  const int64_t block = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int64_t rows = p.q_len * p.group, first_row = block * kBlockRows;
   const T* q = static_cast<const T*>(p.q) + b * p.ld_q[0] + kv_head * p.group * p.ld_q[2];
   const T* k = static_cast<const T*>(p.k) + b * p.ld_k[0] + kv_head * p.ld_k[2];
   const T* v = static_cast<const T*>(p.v) + b * p.ld_v[0] + kv_head * p.ld_v[2];
@@ -203,8 +208,8 @@ __global__ void __launch_bounds__(kThreads) attention_sm80_kernel(FlashParams p)
 #pragma unroll
     for (int n = 0; n < 2 * kSteps; ++n) {
       const int d = n * 8 + 2 * (lane % 4);
-      o[d] = from_float<T>(out[n][2 * h] * inverse);
-      o[d + 1] = from_float<T>(out[n][2 * h + 1] * inverse);
+      // One 32-bit store for the pair (d is even, the row 16-byte aligned); o is only written here.
+      *reinterpret_cast<uint32_t*>(o + d) = pack<T>(out[n][2 * h] * inverse, out[n][2 * h + 1] * inverse);
     }
   }
 }
