@@ -1,6 +1,6 @@
 # Every exported function carries the version node of the minor that added it
 # (core/api/exports.map): the 1.1 function under ARBITER_1.1, the 1.2 ones under ARBITER_1.2,
-# the 1.3 ones under ARBITER_1.3, the 1.4 one under ARBITER_1.4, the 1.5 one under ARBITER_1.5, the 1.6 one under ARBITER_1.6, the others under ARBITER_1.0, and nothing else is exported. Run as: cmake -DLIBRARY=... -DOBJDUMP=... -P this file.
+# the 1.3 ones under ARBITER_1.3, the 1.4 one under ARBITER_1.4, the 1.5 one under ARBITER_1.5, the 1.6 one under ARBITER_1.6, the 1.7 one under ARBITER_1.7, the others under ARBITER_1.0, and nothing else is exported. Run as: cmake -DLIBRARY=... -DOBJDUMP=... -P this file.
 cmake_minimum_required(VERSION 3.25)
 execute_process(COMMAND "${OBJDUMP}" -T "${LIBRARY}" OUTPUT_VARIABLE table RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -12,6 +12,7 @@ set(since_1_3 arb_plan_create arb_plan_run arb_plan_explain arb_plan_destroy)
 set(since_1_4 arb_swiglu)
 set(since_1_5 arb_rope)
 set(since_1_6 arb_attention)
+set(since_1_7 arb_mlp)
 string(REGEX MATCHALL "[^\n]*DF \\.text[^\n]*" exported "${table}")
 set(count 0)
 foreach(line IN LISTS exported)
@@ -41,6 +42,9 @@ foreach(line IN LISTS exported)
   elseif(name IN_LIST since_1_6)
     set(expected ARBITER_1.6)
     list(REMOVE_ITEM since_1_6 ${name})
+  elseif(name IN_LIST since_1_7)
+    set(expected ARBITER_1.7)
+    list(REMOVE_ITEM since_1_7 ${name})
   endif()
   if(NOT node STREQUAL expected)
     message(FATAL_ERROR "${name} is in ${node}, expected ${expected}")

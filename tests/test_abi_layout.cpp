@@ -151,7 +151,9 @@ static_assert(offsetof(arb_problem, ld_o_token) == 328);
 static_assert(offsetof(arb_problem, ld_o_head) == 336);
 static_assert(offsetof(arb_problem, causal) == 344);
 static_assert(offsetof(arb_problem, reserved_attention) == 348);
-static_assert(sizeof(arb_problem) == 352);
+static_assert(offsetof(arb_problem, inter) == 352);  // since 1.4 of the plugin ABI: mlp
+static_assert(offsetof(arb_problem, ld_down) == 360);
+static_assert(sizeof(arb_problem) == 368);
 // arb_operands
 static_assert(offsetof(arb_operands, struct_size) == 0);
 static_assert(offsetof(arb_operands, a) == 8);
@@ -174,7 +176,8 @@ static_assert(offsetof(arb_operands, q) == 120);  // since 1.3 of the plugin ABI
 static_assert(offsetof(arb_operands, k) == 128);
 static_assert(offsetof(arb_operands, v) == 136);
 static_assert(offsetof(arb_operands, o) == 144);
-static_assert(sizeof(arb_operands) == 152);
+static_assert(offsetof(arb_operands, down) == 152);  // since 1.4 of the plugin ABI: mlp
+static_assert(sizeof(arb_operands) == 160);
 // arb_kernel
 static_assert(offsetof(arb_kernel, struct_size) == 0);
 static_assert(offsetof(arb_kernel, name) == 8);
@@ -235,6 +238,12 @@ static_assert(offsetof(arb_rope_args, x) == 8 && offsetof(arb_rope_args, positio
               offsetof(arb_rope_args, theta) == 24 && offsetof(arb_rope_args, max_position) == 32 &&
               offsetof(arb_rope_args, layout) == 40 && offsetof(arb_rope_args, reserved) == 44 &&
               sizeof(arb_rope_args) == 48);
+static_assert(ARB_MLP_ARGS_STRUCT_SIZE == 64);  // added in 1.7: the size of its first version
+static_assert(offsetof(arb_mlp_args, x) == 8 && offsetof(arb_mlp_args, norm_weight) == 16 &&
+              offsetof(arb_mlp_args, gate) == 24 && offsetof(arb_mlp_args, up) == 32 &&
+              offsetof(arb_mlp_args, down) == 40 && offsetof(arb_mlp_args, y) == 48 &&
+              offsetof(arb_mlp_args, eps) == 56 && offsetof(arb_mlp_args, reserved) == 60 &&
+              sizeof(arb_mlp_args) == 64);
 static_assert(ARB_ATTENTION_ARGS_STRUCT_SIZE == 48);  // added in 1.6: the size of its first version
 static_assert(offsetof(arb_attention_args, q) == 8 && offsetof(arb_attention_args, k) == 16 &&
               offsetof(arb_attention_args, v) == 24 && offsetof(arb_attention_args, o) == 32 &&
@@ -284,7 +293,7 @@ static_assert(ARB_OK == 0 && ARB_ERR_INVALID_ARGUMENT == 1 && ARB_ERR_UNSUPPORTE
               ARB_ERR_BUFFER_TOO_SMALL == 8 && ARB_ERR_INTERNAL == 9 && ARB_ERR_TABLE == 10);
 static_assert(ARB_DTYPE_F32 == 1 && ARB_DTYPE_F16 == 2 && ARB_DTYPE_BF16 == 3);
 static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3 && ARB_OP_SWIGLU == 4 && ARB_OP_ROPE == 5 &&
-              ARB_OP_ATTENTION == 6);
+              ARB_OP_ATTENTION == 6 && ARB_OP_MLP == 7);
 static_assert(ARB_ROPE_SPLIT_HALF == 0 && ARB_ROPE_INTERLEAVED == 1);
 static_assert(ARB_ACT_NONE == 0 && ARB_ACT_RELU == 1 && ARB_ACT_GELU_TANH == 2 && ARB_ACT_GELU_ERF == 3 &&
               ARB_ACT_SILU == 4);
@@ -294,9 +303,9 @@ static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 =
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);
-  CHECK(ARB_ABI_VERSION_MINOR == 6);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope; 1.6: arb_attention
+  CHECK(ARB_ABI_VERSION_MINOR == 7);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope; 1.6: arb_attention; 1.7: arb_mlp
   CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
-  CHECK(ARB_PLUGIN_ABI_MINOR == 3);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions; 1.3: ARB_OP_ATTENTION, its fields, q/k/v/o
+  CHECK(ARB_PLUGIN_ABI_MINOR == 4);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions; 1.3: ARB_OP_ATTENTION, its fields, q/k/v/o; 1.4: ARB_OP_MLP, inter/ld_down, down
   CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));
 }
 

@@ -217,7 +217,7 @@ TEST_CASE("the public API lists rejected plugins with reasons") {
       ++loaded;
       CHECK(std::string(info.name) == "reference");
       CHECK(info.provenance == ARB_PROVENANCE_REFERENCE);
-      CHECK(info.kernel_count == 6);  // gemm, rmsnorm, softmax, swiglu, rope, attention
+      CHECK(info.kernel_count == 7);  // gemm, rmsnorm, softmax, swiglu, rope, attention, mlp
       arb_kernel_info kernel = ARB_KERNEL_INFO_INIT;
       REQUIRE(arb_kernel_get_info(ctx, i, 0, &kernel) == ARB_OK);
       CHECK(std::string(kernel.name).rfind("reference.", 0) == 0);

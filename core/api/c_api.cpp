@@ -93,6 +93,7 @@ const arbiter::Op& op_of(const arb_softmax_args*) { return arbiter::softmax_op()
 const arbiter::Op& op_of(const arb_swiglu_args*) { return arbiter::swiglu_op(); }
 const arbiter::Op& op_of(const arb_rope_args*) { return arbiter::rope_op(); }
 const arbiter::Op& op_of(const arb_attention_args*) { return arbiter::attention_op(); }
+const arbiter::Op& op_of(const arb_mlp_args*) { return arbiter::mlp_op(); }
 
 // A call of an op, the hot path of arb_gemm, arb_rmsnorm and arb_softmax: the common case
 // (every tensor row-major, of one known dtype, sizes up to 2^30) built inline, its problem
@@ -270,6 +271,11 @@ ARB_API arb_status arb_rope(arb_context context, const arb_rope_args* args, void
 
 // No fast path: the cost is in the kernel (a decode step reads the whole cache).
 ARB_API arb_status arb_attention(arb_context context, const arb_attention_args* args, void* stream) {
+  return run_op(context, op_of(args), args, stream);
+}
+
+// No fast path: a block's cost is three matrix products over its weights.
+ARB_API arb_status arb_mlp(arb_context context, const arb_mlp_args* args, void* stream) {
   return run_op(context, op_of(args), args, stream);
 }
 

@@ -121,6 +121,10 @@ class Op {
   // A floor under the tolerance for error that honest f32 math makes beyond the sum (rope:
   // angles computed as f32 products); 0 for none.
   virtual double error_floor(const arb_problem&) const { return 0.0; }
+  // Whether the op on its inputs' absolute values bounds its rounding error, so that the gate
+  // may judge a result near zero by cancellation against that scale (verify/accuracy.hpp);
+  // false for a composite whose nonlinearity makes that scale far larger than the result's.
+  virtual bool error_scales_with_magnitudes() const { return true; }
 
   // The operands of a problem, in the order the buffers are laid out.
   virtual std::vector<OperandLayout> operands(const arb_problem& problem) const = 0;

@@ -31,6 +31,7 @@ inline constexpr OperandField kOperandFields[] = {
     {"k", offsetof(arb_operands, k)},
     {"v", offsetof(arb_operands, v)},
     {"o", offsetof(arb_operands, o)},
+    {"down", offsetof(arb_operands, down)},
 };
 inline constexpr int kOperandFieldCount = static_cast<int>(sizeof kOperandFields / sizeof kOperandFields[0]);
 

@@ -133,7 +133,7 @@ inline int32_t stride_alignment(const arb_problem& p) noexcept {
                                                   p.ld_gate | p.ld_up | p.ld_head | p.ld_q_batch |
                                                   p.ld_q_token | p.ld_q_head | p.ld_k_batch | p.ld_k_token |
                                                   p.ld_k_head | p.ld_v_batch | p.ld_v_token | p.ld_v_head |
-                                                  p.ld_o_batch | p.ld_o_token | p.ld_o_head);
+                                                  p.ld_o_batch | p.ld_o_token | p.ld_o_head | p.ld_down);
   return alignment_class({strides * static_cast<uint64_t>(dtype_size(p.dtype))});
 }
 

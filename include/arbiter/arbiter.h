@@ -31,7 +31,7 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 6
+#define ARB_ABI_VERSION_MINOR 7
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
@@ -189,6 +189,34 @@ typedef struct arb_attention_args {
 #define ARB_ATTENTION_ARGS_INIT {sizeof(arb_attention_args), NULL, NULL, NULL, NULL, 0.0f, 0}
 
 ARB_API arb_status arb_attention(arb_context context, const arb_attention_args* args, void* stream);
+
+/* since 1.7: the MLP block of a Llama decoder layer, a composite op:
+ *   n = rmsnorm(x) * norm_weight        (over hidden, with eps)
+ *   y = x + down(silu(gate(n)) * up(n))
+ * x and y [..., hidden] (leading dimensions collapse into rows); the weights as torch.nn.Linear
+ * stores them: gate and up [inter, hidden], down [hidden, inter], each row-major with a row
+ * stride of its own. With up NULL, gate is the fused [2 inter, hidden] gate/up projection: its
+ * first inter rows the gate, its last inter rows up. One dtype (f32, f16, bf16), one device. A
+ * kernel may round the intermediates (n, the projections, the activation) to the dtype, as the
+ * chain of single ops does. y must not overlap any input. Kernels compete with the chain of the
+ * single ops (rmsnorm, gemm, swiglu, gemm), each dispatched as its own call would be.
+ * (The whole struct; ARB_MLP_ARGS_STRUCT_SIZE is this first version.) */
+typedef struct arb_mlp_args {
+  size_t struct_size;
+  const DLTensor* x;
+  const DLTensor* norm_weight; /* [hidden] */
+  const DLTensor* gate;        /* [inter, hidden], or [2 inter, hidden] with up NULL */
+  const DLTensor* up;          /* [inter, hidden]; optional */
+  const DLTensor* down;        /* [hidden, inter] */
+  const DLTensor* y;           /* written */
+  float eps;                   /* rmsnorm's; finite, >= 0 */
+  int32_t reserved;            /* 0 */
+} arb_mlp_args;
+#define ARB_MLP_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_mlp_args, reserved)
+#define ARB_MLP_ARGS_INIT {sizeof(arb_mlp_args), NULL, NULL, NULL, NULL, NULL, NULL, 1e-5f, 0}
+
+/* since 1.7 */
+ARB_API arb_status arb_mlp(arb_context context, const arb_mlp_args* args, void* stream);
 
 /* ---- explain -------------------------------------------------------------------------
  * Why a kernel is (or would be) chosen: the problem key, the rule that fired, and every

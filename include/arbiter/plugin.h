@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define ARB_PLUGIN_ABI_MAJOR 1
-#define ARB_PLUGIN_ABI_MINOR 3
+#define ARB_PLUGIN_ABI_MINOR 4
 #define ARB_PLUGIN_ENTRY_SYMBOL "arbiter_plugin_entry"
 
 /* A problem: everything a kernel may look at to decide whether and how it runs, and
@@ -94,6 +94,14 @@ typedef struct arb_problem {
   int64_t ld_o_batch, ld_o_token, ld_o_head;
   int32_t causal;
   int32_t reserved_attention;
+
+  /* since 1.4: mlp, the MLP block of a Llama decoder layer over rows x cols (hidden):
+   * y = x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * weight (eps: operands.eps), with
+   * ld_x, ld_y (above) the row strides of x and y; the weights [inter, cols] (gate, up) and
+   * [cols, inter] (down) as torch.nn.Linear stores them, with row strides ld_gate, ld_up
+   * (above) and ld_down. */
+  int64_t inter;
+  int64_t ld_down;
 } arb_problem;
 #define ARB_PROBLEM_STRUCT_SIZE ARB_STRUCT_SIZE(arb_problem, reserved)
 
@@ -105,21 +113,22 @@ typedef struct arb_operands {
   const void* c;
   const void* bias;
   void* d;
-  void* x;              /* rmsnorm (in/out when has_residual), softmax (in) */
+  void* x;              /* rmsnorm (in/out when has_residual), softmax (in), mlp (in) */
   const void* residual; /* rmsnorm */
-  const void* weight;   /* rmsnorm */
-  void* y;              /* rmsnorm, softmax */
+  const void* weight;   /* rmsnorm; mlp's norm weight */
+  void* y;              /* rmsnorm, softmax, mlp */
   float alpha;          /* gemm; attention's scale */
   float beta;           /* gemm */
-  float eps;            /* rmsnorm */
+  float eps;            /* rmsnorm, mlp */
   float reserved;
-  const void* gate;     /* since 1.1: swiglu */
-  const void* up;       /* since 1.1: swiglu */
+  const void* gate;     /* since 1.1: swiglu; since 1.4 also mlp's gate weight */
+  const void* up;       /* since 1.1: swiglu; since 1.4 also mlp's up weight */
   const void* positions; /* since 1.2: rope, int32 [tokens]; rope's x is `x` above */
   const void* q;         /* since 1.3: attention (its scale is alpha above) */
   const void* k;
   const void* v;
   void* o;
+  const void* down;      /* since 1.4: mlp (with x, weight, gate, up, y and eps above) */
 } arb_operands;
 #define ARB_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_operands, reserved)
 

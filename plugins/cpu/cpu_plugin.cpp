@@ -79,7 +79,7 @@ bool bf16_gemm_amx(const arb_problem& p, Why& why) {
 
 ARBITER_PLUGIN(
     arbiter::plugin::Plugin("cpu", "1.0.0")
-        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm, softmax, swiglu, rope and attention")
+        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm, softmax, swiglu, rope and attention; the MLP block fused for decode")
         .provenance(ARB_PROVENANCE_HAND_TUNED)
         .priority(100)
         .kernel(arbiter::plugin::Kernel("gemm_small_avx512", ARB_OP_GEMM)
@@ -138,4 +138,15 @@ ARBITER_PLUGIN(
         .kernel(arbiter::plugin::Kernel("attention", ARB_OP_ATTENTION)
                     .supports(runs_here)
                     .workspace([](const arb_problem& p) { return arbiter::cpu::attention_workspace(p); })
-                    .launch([](const Launch& l) { arbiter::cpu::attention(l.problem, l.operands, l.workspace); })))
+                    .launch([](const Launch& l) { arbiter::cpu::attention(l.problem, l.operands, l.workspace); }))
+        .kernel(arbiter::plugin::Kernel("mlp_fused", ARB_OP_MLP)
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!runs_here(p, why)) return false;
+                      if (p.rows > arbiter::cpu::kMlpFusedMaxRows)
+                        return why.no("rows above %lld (decode sizes; the chain's GEMMs serve more)",
+                                      static_cast<long long>(arbiter::cpu::kMlpFusedMaxRows));
+                      if (p.cols + p.inter > (int64_t{1} << 40)) return why.no("hidden + inter above 2^40");
+                      return true;
+                    })
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::mlp_fused_workspace(p); })
+                    .launch([](const Launch& l) { arbiter::cpu::mlp_fused(l.problem, l.operands, l.workspace); })))

@@ -33,6 +33,11 @@ void attention(const arb_problem& problem, const arb_operands& operands, void* w
 constexpr int64_t kAttentionBf16MaxDim = 256;
 size_t attention_avx512_bf16_workspace(const arb_problem& problem);
 void attention_avx512_bf16(const arb_problem& problem, const arb_operands& operands, void* workspace);
+// The MLP block in one pass, AVX2, FMA, F16C; rows up to kMlpFusedMaxRows (decode sizes), the
+// rows' normalised activations and products in f32 in the workspace (the size below).
+constexpr int64_t kMlpFusedMaxRows = 64;
+size_t mlp_fused_workspace(const arb_problem& problem);
+void mlp_fused(const arb_problem& problem, const arb_operands& operands, void* workspace);
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 

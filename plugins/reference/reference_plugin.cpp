@@ -160,6 +160,40 @@ void attention(const Launch& l) {
 
 namespace {
 
+// The MLP block in double, no intermediate rounded: per row, n = rmsnorm(x) * weight, then
+// h_j = silu(gate_j . n) * (up_j . n) over the intermediate size, then y = x + down h. The
+// workspace holds n and h (cols + inter doubles).
+void mlp(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  double* normed = static_cast<double*>(l.workspace);
+  double* hidden = normed + p.cols;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const int64_t x0 = r * p.ld_x;
+    double sum_sq = 0.0;
+    for (int64_t c = 0; c < p.cols; ++c) {
+      const double v = load_float(o.x, x0 + c, p.dtype);
+      sum_sq += v * v;
+    }
+    const double scale = 1.0 / std::sqrt(sum_sq / static_cast<double>(p.cols) + static_cast<double>(o.eps));
+    for (int64_t c = 0; c < p.cols; ++c)
+      normed[c] = load_float(o.x, x0 + c, p.dtype) * scale * load_float(o.weight, c, p.dtype);
+    for (int64_t j = 0; j < p.inter; ++j) {
+      double gate = 0.0, up = 0.0;
+      for (int64_t c = 0; c < p.cols; ++c) {
+        gate += normed[c] * load_float(o.gate, j * p.ld_gate + c, p.dtype);
+        up += normed[c] * load_float(o.up, j * p.ld_up + c, p.dtype);
+      }
+      hidden[j] = arbiter::plugins::activate<double>(ARB_ACT_SILU, gate) * up;
+    }
+    for (int64_t c = 0; c < p.cols; ++c) {
+      double sum = 0.0;
+      for (int64_t j = 0; j < p.inter; ++j) sum += hidden[j] * load_float(o.down, c * p.ld_down + j, p.dtype);
+      store_float(o.y, r * p.ld_y + c, p.dtype, static_cast<float>(load_float(o.x, x0 + c, p.dtype) + sum));
+    }
+  }
+}
+
 arbiter::plugin::Plugin reference_plugin() {
   arbiter::plugin::Plugin plugin("reference", "1.0.0");
   plugin.description("exact CPU kernels with fp64 accumulation; the verification oracle")
@@ -176,7 +210,11 @@ arbiter::plugin::Plugin reference_plugin() {
       .kernel(arbiter::plugin::Kernel("attention", ARB_OP_ATTENTION)
                   .supports(on_cpu)
                   .workspace([](const arb_problem& p) { return static_cast<size_t>(p.kv_len + p.cols) * sizeof(double); })
-                  .launch(attention));
+                  .launch(attention))
+      .kernel(arbiter::plugin::Kernel("mlp", ARB_OP_MLP)
+                  .supports(on_cpu)
+                  .workspace([](const arb_problem& p) { return static_cast<size_t>(p.cols + p.inter) * sizeof(double); })
+                  .launch(mlp));
   return plugin;
 }
 

@@ -166,6 +166,7 @@ const char* op_name(int32_t op) {
     case ARB_OP_SWIGLU: return "swiglu";
     case ARB_OP_ROPE: return "rope";
     case ARB_OP_ATTENTION: return "attention";
+    case ARB_OP_MLP: return "mlp";
     default: return "unknown";
   }
 }

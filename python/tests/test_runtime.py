@@ -37,8 +37,8 @@ def test_plugins(ctx):
     plugins = ctx.plugins()
     by_name = {p.name: p for p in plugins}
     assert by_name["cpu"].status == "loaded" and by_name["cpu"].kernels
-    assert all(k.op in ("gemm", "rmsnorm", "softmax", "swiglu", "rope", "attention") for p in plugins for k in p.kernels)
-    assert {k.op for k in by_name["cpu"].kernels} == {"gemm", "rmsnorm", "softmax", "swiglu", "rope", "attention"}
+    assert all(k.op in ("gemm", "rmsnorm", "softmax", "swiglu", "rope", "attention", "mlp") for p in plugins for k in p.kernels)
+    assert {k.op for k in by_name["cpu"].kernels} == {"gemm", "rmsnorm", "softmax", "swiglu", "rope", "attention", "mlp"}
     assert all(p.reason for p in plugins if p.status != "loaded")  # every refusal says why
     assert any(p.trust == "oracle" for p in plugins)
     json.loads(json.dumps([p.to_dict() for p in plugins]))

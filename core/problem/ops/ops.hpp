@@ -12,5 +12,6 @@ const Op& softmax_op();
 const Op& swiglu_op();
 const Op& rope_op();
 const Op& attention_op();
+const Op& mlp_op();
 
 }  // namespace arbiter

@@ -40,7 +40,14 @@ inline constexpr ProblemWords kAttentionProblemWords =
     kProblemHeaderWords | problem_words(offsetof(arb_problem, batch), offsetof(arb_problem, batch) + sizeof(int64_t)) |
     problem_words(offsetof(arb_problem, cols), offsetof(arb_problem, cols) + sizeof(int64_t)) |
     problem_words(offsetof(arb_problem, heads), offsetof(arb_problem, heads) + sizeof(int64_t)) |
-    problem_words(offsetof(arb_problem, q_len), sizeof(arb_problem));
+    problem_words(offsetof(arb_problem, q_len), offsetof(arb_problem, reserved_attention) + sizeof(int32_t));
+
+// mlp: rows, cols (hidden), ld_x, ld_y; ld_gate, ld_up (swiglu's words: the gate and up
+// weights' row strides) and its own fields (plugin ABI 1.4): inter and ld_down.
+inline constexpr ProblemWords kMlpProblemWords =
+    kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_residual)) |
+    problem_words(offsetof(arb_problem, ld_gate), offsetof(arb_problem, ld_up) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, inter), sizeof(arb_problem));
 
 static_assert(offsetof(arb_problem, c_is_d) + sizeof(int32_t) == offsetof(arb_problem, rows),
               "a field between gemm's and the row ops': give it to its op");

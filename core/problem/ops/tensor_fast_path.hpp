@@ -192,7 +192,7 @@ static_assert(sizeof(Problem) == sizeof(arb_problem));
 // rather than a memset: GCC makes a memset of this size a `rep stos`, a loop that costs as many
 // instructions as it stores words, and these stores are mostly overwritten.
 inline void start_operands(arb_operands& o) {
-  static_assert(sizeof(arb_operands) == 152, "arb_operands grew: set the new fields here");
+  static_assert(sizeof(arb_operands) == 160, "arb_operands grew: set the new fields here");
   o.struct_size = sizeof o;
   o.a = o.b = o.c = o.bias = o.residual = o.weight = nullptr;
   o.d = o.x = o.y = nullptr;
@@ -200,6 +200,7 @@ inline void start_operands(arb_operands& o) {
   o.gate = o.up = o.positions = nullptr;
   o.q = o.k = o.v = nullptr;
   o.o = nullptr;
+  o.down = nullptr;
 }
 inline void start_problem(arb_op op, const Kind& kind, Problem& p) {
   p = Problem{};  // not a loop: GCC would make it a memset, which keeps the words in memory

@@ -1,0 +1,222 @@
+// mlp: the MLP block of a Llama decoder layer, a composite op over rows x cols (hidden):
+// y = x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * weight, with the weights as
+// torch.nn.Linear stores them (gate and up [inter, cols], down [cols, inter]). Its kernels
+// compete with the chain of the single ops (rmsnorm, gemm, swiglu, gemm) under one gate.
+#include "problem/ops/ops.hpp"
+
+#include "common/failure.hpp"
+#include "problem/ops/problem_words.hpp"
+#include "problem/ops/shape_helpers.hpp"
+#include "problem/ops/tensor_views.hpp"
+#include "problem/problem.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <initializer_list>
+
+namespace arbiter {
+namespace {
+
+// Verification sizes: the fp64 reference costs 3 rows * cols * inter multiply-adds a trial.
+constexpr int64_t kMaxVerifyRows = 16;
+constexpr int64_t kMaxVerifyHidden = 256;
+constexpr int64_t kMaxVerifyInter = 512;
+
+class Mlp final : public Op {
+ public:
+  arb_op code() const override { return ARB_OP_MLP; }
+  ProblemWords problem_words() const override { return kMlpProblemWords; }
+  const char* name() const override { return "mlp"; }
+  const std::vector<SizeField>& sizes() const override {
+    static const std::vector<SizeField> fields = {
+        {"rows", &arb_problem::rows}, {"hidden", &arb_problem::cols}, {"inter", &arb_problem::inter}};
+    return fields;
+  }
+
+  std::string key_fields(const arb_problem& p) const override {
+    return fmt::format("rows={} hidden={} inter={} ldx={} ldy={} ldgate={} ldup={} lddown={}", p.rows, p.cols,
+                       p.inter, p.ld_x, p.ld_y, p.ld_gate, p.ld_up, p.ld_down);
+  }
+  std::string class_fields(const arb_problem&) const override { return ""; }
+
+  void read_fields(ProblemFields& fields, ParsedProblem& parsed) const override {
+    if (auto eps = fields.take_float("eps")) parsed.eps = *eps;
+    if (!(parsed.eps >= 0.0f) || !std::isfinite(parsed.eps)) fields.bad(fmt::format("eps={} must be finite and >= 0", parsed.eps));
+    arb_problem& p = parsed.problem;
+    p.rows = fields.require_int("rows");
+    p.cols = fields.require_int("hidden");
+    p.inter = fields.require_int("inter");
+    p.ld_x = fields.take_int("ldx", p.cols);
+    p.ld_y = fields.take_int("ldy", p.cols);
+    p.ld_gate = fields.take_int("ldgate", p.cols);
+    p.ld_up = fields.take_int("ldup", p.cols);
+    p.ld_down = fields.take_int("lddown", p.inter);
+  }
+
+  void validate(const arb_problem& p) const override {
+    if (p.rows < 1 || p.cols < 1 || p.inter < 1)
+      invalid_argument(fmt::format("mlp sizes must be >= 1 (rows={} hidden={} inter={})", p.rows, p.cols, p.inter));
+    for (const StrideField& stride : strides(p)) check_row_stride(stride.name, p.*stride.member, stride.least);
+  }
+
+  // Three matrix products: 2 rows cols inter flops each (the norm and the activation are
+  // not counted).
+  double flops(const arb_problem& p) const override {
+    return 6.0 * static_cast<double>(p.rows) * static_cast<double>(p.cols) * static_cast<double>(p.inter);
+  }
+  // The three weights, x, the norm's weight and y: at decode sizes the weights are all of it.
+  double bytes_moved(const arb_problem& p) const override {
+    const double weights = 3.0 * static_cast<double>(p.cols) * static_cast<double>(p.inter);
+    const double rows = 2.0 * static_cast<double>(p.rows) * static_cast<double>(p.cols);
+    return (weights + rows + static_cast<double>(p.cols)) * static_cast<double>(dtype_size(p.dtype));
+  }
+  double reference_cost(const arb_problem& p) const override { return flops(p) / 2; }
+  // Each output sums inter products of activations that each summed cols.
+  int64_t accumulated_terms(const arb_problem& p) const override { return p.cols + p.inter; }
+  // The chain of single ops rounds n, both projections and the activation to the dtype, and
+  // silu's slope (up to 1.1) carries the projections' error on: twice a single sum's.
+  double epilogue_error_factor(const arb_problem&) const override { return 2.0; }
+  // Its magnitudes (the block on the inputs' absolute values) are no scale of its rounding:
+  // silu of all-positive projections grows like cols * inter, not like the result.
+  bool error_scales_with_magnitudes() const override { return false; }
+  std::string scalars_text(const arb_operands& o) const override { return fmt::format("eps {:g}", o.eps); }
+
+  std::vector<OperandLayout> operands(const arb_problem& p) const override {
+    return {{"x", true, false, p.rows, p.cols, p.ld_x},
+            {"weight", true, false, 1, p.cols, p.cols},
+            {"gate", true, false, p.inter, p.cols, p.ld_gate},
+            {"up", true, false, p.inter, p.cols, p.ld_up},
+            {"down", true, false, p.cols, p.inter, p.ld_down},
+            {"y", false, true, p.rows, p.cols, p.ld_y}};
+  }
+
+  arb_problem resized(const arb_problem& p, const Sizes& s) const override {
+    arb_problem r = p;
+    const size_t element = dtype_size(p.dtype);
+    r.rows = s.value[0];
+    r.cols = s.value[1];
+    r.inter = s.value[2];
+    for (const StrideField& stride : strides(r)) r.*stride.member = stride_with_alignment(stride.least, element, p.alignment);
+    r.alignment = stride_alignment(r);
+    return r;
+  }
+
+  Sizes verification_sizes(const arb_problem& p) const override {
+    return {{shrink(p.rows, kMaxVerifyRows), shrink(p.cols, kMaxVerifyHidden), shrink(p.inter, kMaxVerifyInter)}};
+  }
+
+  std::vector<SizedShape> edge_shapes(const Sizes& v) const override {
+    const int64_t rows = v.value[0], hidden = v.value[1], inter = v.value[2];
+    return {{{{1, 1, 1}}, "edge: rows=hidden=inter=1"},
+            {{{3, 7, 5}}, "edge: small primes 3x7x5"},
+            {{{rows + 1, hidden + 1, inter + 1}}, "edge: one past the problem in every size"},
+            {{{5, 33, 65}}, "edge: just over tiles of 32 and 64"},
+            {{{1, hidden, inter}}, "edge: a single row (a decode step)"}};
+  }
+
+  std::vector<StrideField> strides(const arb_problem& p) const override {
+    return {{"ldx", &arb_problem::ld_x, p.cols},
+            {"ldy", &arb_problem::ld_y, p.cols},
+            {"ldgate", &arb_problem::ld_gate, p.cols},
+            {"ldup", &arb_problem::ld_up, p.cols},
+            {"lddown", &arb_problem::ld_down, p.inter}};
+  }
+
+  // Rows of x of very different magnitudes (the norm takes them all to one scale; the
+  // residual keeps theirs), outliers, and x non-negative. Every row of every input is
+  // scaled, the weights' too: f16 stays where silu(gate) * up and the down sum fit it.
+  std::vector<InputDraw> hard_inputs(const arb_problem& p) const override {
+    const bool f16 = p.dtype == ARB_DTYPE_F16;
+    InputDraw scaled{"rows of magnitude 1e-2 to 1e2"};
+    scaled.low_scale = f16 ? 0.25 : 1e-2;
+    scaled.high_scale = f16 ? 2.0 : 1e2;
+    InputDraw outliers{"one element of magnitude 30 per row"};
+    outliers.outlier = f16 ? 4.0 : 30.0;
+    InputDraw positive{"x non-negative (a residual stream after a ReLU-like layer)"};
+    positive.one_signed = "x";
+    return {scaled, outliers, positive};
+  }
+
+  const char* example_fields() const override { return "rows=4 hidden=256 inter=688"; }
+
+  void build_call(const void* raw_args, Call& call) const override {
+    const auto* args = static_cast<const arb_mlp_args*>(raw_args);
+    check_args(args, "arb_mlp", ARB_MLP_ARGS_STRUCT_SIZE);
+    arb_problem& p = call.problem;
+    p = empty_problem(*this);
+    p.dtype = ARB_DTYPE_INVALID;
+    check_tensor(args->x, "x", p);
+    check_tensor(args->norm_weight, "norm_weight", p);
+    check_tensor(args->gate, "gate", p);
+    if (args->up != nullptr) check_tensor(args->up, "up", p);
+    check_tensor(args->down, "down", p);
+    check_tensor(args->y, "y", p);
+    if (!(args->eps >= 0.0f) || !std::isfinite(args->eps)) invalid_argument("eps must be finite and >= 0");
+    if (args->reserved != 0) invalid_argument(fmt::format("reserved must be 0, got {}", args->reserved));
+
+    const Matrix x = as_rows(args->x, "x");
+    check_same_shape(args->y, "y", args->x, "x");
+    const Matrix y = as_rows(args->y, "y");
+    p.rows = x.rows;
+    p.cols = x.cols;
+    const Matrix weight = as_vector(args->norm_weight, "norm_weight", p.cols, "{} (the last dimension of x)");
+    if (args->gate->ndim != 2) as_matrix(args->gate, "gate", 0, 0);  // reports the dimension problem
+    const bool fused = args->up == nullptr;
+    const int64_t gate_rows = args->gate->shape[0];
+    if (fused && gate_rows % 2 != 0)
+      invalid_argument(fmt::format("gate: its first dimension ({}) must be even when up is NULL (the gate and up "
+                                   "rows of one fused [2 inter, hidden] projection)", gate_rows));
+    p.inter = fused ? gate_rows / 2 : gate_rows;
+    const Matrix whole = as_matrix(args->gate, "gate", gate_rows, p.cols);
+    Matrix gate = whole, up;
+    if (fused) {
+      gate.rows = up.rows = p.inter;
+      up = gate;
+      up.name = "up";
+      up.data = static_cast<char*>(whole.data) + p.inter * whole.ld * static_cast<int64_t>(dtype_size(p.dtype));
+    } else {
+      up = as_matrix(args->up, "up", p.inter, p.cols);
+    }
+    const Matrix down = as_matrix(args->down, "down", p.cols, p.inter);
+    for (const Matrix* input : std::initializer_list<const Matrix*>{&x, &weight, &whole, &up, &down})
+      check_disjoint(y, *input);
+
+    p.ld_x = x.ld;
+    p.ld_y = y.ld;
+    p.ld_gate = gate.ld;
+    p.ld_up = up.ld;
+    p.ld_down = down.ld;
+    arb_operands& o = call.operands;
+    std::memset(&o, 0, sizeof o);
+    o.struct_size = sizeof o;
+    o.x = x.data;
+    o.weight = weight.data;
+    o.gate = gate.data;
+    o.up = up.data;
+    o.down = down.data;
+    o.y = y.data;
+    o.eps = args->eps;
+    p.alignment = call_alignment(call);
+    validate_problem(*this, p);
+  }
+
+  // A run takes at most ARB_PLAN_MAX_TENSORS (5) addresses, and a block has six tensors.
+  void plan_slots(const void*, const arb_problem&, PlanSlots&) const override {
+    fail(ARB_ERR_UNSUPPORTED, "mlp has six tensors, one more than a plan's run takes (ARB_PLAN_MAX_TENSORS = 5): "
+                              "call arb_mlp for each run");
+  }
+};
+
+}  // namespace
+
+namespace {
+constinit const Mlp kMlp;  // constant-initialised: no guard on the path of a call
+}  // namespace
+
+const Op& mlp_op() { return kMlp; }
+
+}  // namespace arbiter

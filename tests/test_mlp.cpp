@@ -1,0 +1,315 @@
+// The mlp op (the Llama MLP block, a composite op) end to end on the CPU: its problem text, the
+// reference against the block written out here, cpu.mlp_fused against the reference (dtypes,
+// decode and small batches, padded strides), the C call (fused and separate gate/up weights)
+// and its bad input, and the gate against a gallery of cheating kernels
+// (tests/fixtures/mlp_cheats.cpp), with an honest kernel that rounds as the chain does.
+#include "common/failure.hpp"
+#include "device/problem_buffers.hpp"
+#include "plugin/kernel_call.hpp"
+#include "problem/problem.hpp"
+#include "problem/problem_cost.hpp"
+#include "problem/problem_text.hpp"
+#include "test_support.hpp"
+#include "verify/accuracy.hpp"
+#include "verify/verifier.hpp"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace arbiter;
+using arbiter::test::PublicContext;
+using arbiter::test::Tensor;
+
+namespace {
+
+Context& shared_context() {
+  static const auto context = test::make_context(test::config_loading(test::shipped_plugins()));
+  return *context;
+}
+
+std::string parse_message(const char* text) {
+  try {
+    parse_problem(text);
+  } catch (const Failure& e) {
+    CHECK(e.status() == ARB_ERR_INVALID_ARGUMENT);
+    return e.what();
+  }
+  return "";
+}
+
+double silu(double g) { return g / (1.0 + std::exp(-g)); }
+
+// y for row-major f32 x [rows, hidden], gate/up [inter, hidden], down [hidden, inter], in double.
+std::vector<double> block_by_definition(const std::vector<float>& x, const std::vector<float>& norm,
+                                        const std::vector<float>& gate, const std::vector<float>& up,
+                                        const std::vector<float>& down, int64_t rows, int64_t hidden, int64_t inter,
+                                        double eps) {
+  std::vector<double> y(static_cast<size_t>(rows * hidden));
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum_sq = 0.0;
+    for (int64_t c = 0; c < hidden; ++c) sum_sq += double(x[r * hidden + c]) * x[r * hidden + c];
+    const double scale = 1.0 / std::sqrt(sum_sq / double(hidden) + eps);
+    std::vector<double> h(static_cast<size_t>(inter));
+    for (int64_t j = 0; j < inter; ++j) {
+      double g = 0.0, u = 0.0;
+      for (int64_t c = 0; c < hidden; ++c) {
+        const double n = x[r * hidden + c] * scale * norm[c];
+        g += n * gate[j * hidden + c];
+        u += n * up[j * hidden + c];
+      }
+      h[j] = silu(g) * u;
+    }
+    for (int64_t c = 0; c < hidden; ++c) {
+      double sum = x[r * hidden + c];
+      for (int64_t j = 0; j < inter; ++j) sum += h[j] * down[c * inter + j];
+      y[r * hidden + c] = sum;
+    }
+  }
+  return y;
+}
+
+std::vector<float> wave(size_t size, float step, float scale) {
+  std::vector<float> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = scale * std::sin(step * static_cast<float>(i) + 0.3f);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("mlp problems: keys round-trip, packed strides by default, errors name the field, cost") {
+  for (const char* text : {"mlp bf16 rows=1 hidden=4096 inter=14336", "mlp f32 rows=3 hidden=7 inter=5 eps=1e-5",
+                           "mlp f16 rows=16 hidden=64 inter=176 ldx=80 ldy=72 ldgate=70 ldup=66 lddown=200"}) {
+    CAPTURE(text);
+    const arb_problem p = parse_problem(text).problem;
+    CHECK(same_problem(parse_problem(problem_key(p)).problem, p));
+  }
+  CHECK(problem_key(parse_problem("mlp f32 rows=2 hidden=8 inter=24").problem) ==
+        "mlp f32 rows=2 hidden=8 inter=24 ldx=8 ldy=8 ldgate=8 ldup=8 lddown=24 align=32 device=cpu");
+  CHECK(parse_problem("mlp f32 rows=2 hidden=8 inter=24 eps=1e-5").eps == 1e-5f);
+  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=24 eps=-1").find("eps=-1 must be finite and >= 0") != std::string::npos);
+  CHECK(parse_message("mlp f32 rows=2 hidden=8").find("'inter='") != std::string::npos);
+  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=0").find("mlp sizes must be >= 1") != std::string::npos);
+  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=24 lddown=20").find("lddown") != std::string::npos);
+  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=24 ldgate=7").find("ldgate") != std::string::npos);
+  // Three products of 2 rows hidden inter flops; the weights, x, y and the norm's weight moved.
+  CHECK(flop_count(parse_problem("mlp f32 rows=2 hidden=8 inter=24").problem) == 6.0 * 2 * 8 * 24);
+  CHECK(bytes_moved(parse_problem("mlp bf16 rows=2 hidden=8 inter=24").problem) == 2.0 * (3 * 8 * 24 + 2 * 2 * 8 + 8));
+}
+
+TEST_CASE("the reference mlp matches the block written out, with padded strides") {
+  Context& context = shared_context();
+  const KernelRecord* reference = context.registry().find("reference.mlp");
+  REQUIRE(reference != nullptr);
+  const ParsedProblem parsed = parse_problem("mlp f32 rows=3 hidden=20 inter=36 ldx=23 ldy=21 ldgate=25 ldup=20 lddown=40 eps=1e-5");
+  const arb_problem& p = parsed.problem;
+  ProblemBuffers buffers(p, parsed.alpha, parsed.beta, parsed.eps);
+  buffers.randomize(41, Distribution::normal);
+  context.run_kernel(*reference, p, buffers.operands(), nullptr);
+  // The operands packed, to compare with the block written out on packed arrays.
+  auto packed = [&](const char* name, int64_t rows, int64_t cols) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) v[r * cols + c] = static_cast<float>(buffers.element(*buffers.find(name), r, c));
+    return v;
+  };
+  const auto expected = block_by_definition(packed("x", p.rows, p.cols), packed("weight", 1, p.cols),
+                                            packed("gate", p.inter, p.cols), packed("up", p.inter, p.cols),
+                                            packed("down", p.cols, p.inter), p.rows, p.cols, p.inter, parsed.eps);
+  for (int64_t r = 0; r < p.rows; ++r)
+    for (int64_t c = 0; c < p.cols; ++c)
+      CHECK(buffers.element(*buffers.find("y"), r, c) == doctest::Approx(expected[r * p.cols + c]).epsilon(1e-6));
+}
+
+TEST_CASE("cpu.mlp_fused matches the reference: every dtype, decode and small batches, odd sizes, padded strides") {
+  Context& context = shared_context();
+  const KernelRecord* kernel = context.registry().find("cpu.mlp_fused");
+  REQUIRE(kernel != nullptr);
+  struct Shape {
+    int64_t rows, hidden, inter;
+  };
+  const std::vector<Shape> shapes = {{1, 1, 1}, {1, 64, 176}, {3, 7, 5}, {4, 33, 65}, {5, 130, 40}, {9, 16, 300}, {64, 24, 48}};
+  int checked = 0;
+  uint64_t index = 0;
+  for (const char* dtype : {"f32", "f16", "bf16"})
+    for (const Shape& s : shapes)
+      for (int padded = 0; padded < 2; ++padded, ++index) {
+        std::string text = fmt::format("mlp {} rows={} hidden={} inter={} eps=1e-5", dtype, s.rows, s.hidden, s.inter);
+        if (padded)
+          text += fmt::format(" ldx={} ldy={} ldgate={} ldup={} lddown={}", s.hidden + 3, s.hidden + 1, s.hidden + 5,
+                              s.hidden + 8, s.inter + 2);
+        CAPTURE(text);
+        const ParsedProblem parsed = parse_problem(text);
+        REQUIRE(kernel_supports(*kernel, parsed.problem, nullptr));
+        ++checked;
+        ProblemBuffers buffers(parsed.problem, parsed.alpha, parsed.beta, parsed.eps);
+        buffers.randomize(900 + index, input_draw(index % 2 ? Distribution::normal : Distribution::uniform), OutputFill::nan);
+        ProblemBuffers expected = buffers;
+        const ProblemBuffers before = buffers;
+        context.run_kernel(*kernel, parsed.problem, buffers.operands(), nullptr);
+        context.run_kernel(*context.registry().find("reference.mlp"), parsed.problem, expected.operands(), nullptr);
+        const Comparison c = compare_outputs(buffers, expected);
+        CHECK(c.specials_match);  // y's gaps (NaN) left alone, every element written
+        CHECK(c.finite);
+        CHECK_MESSAGE(c.error <= tolerance_for(*kernel, parsed.problem), "relative error ", c.error);
+        for (const char* input : {"x", "weight", "gate", "up", "down"})
+          CHECK(std::memcmp(buffers.find(input)->buffer.data(), before.find(input)->buffer.data(),
+                            before.find(input)->buffer.size()) == 0);
+      }
+  CHECK(checked == 42);
+  std::string why;
+  CHECK_FALSE(kernel_supports(*kernel, parse_problem("mlp f32 rows=65 hidden=8 inter=8").problem, &why));
+  CHECK(why.find("rows above 64") != std::string::npos);
+}
+
+TEST_CASE("arb_mlp: fused and separate gate/up weights give one answer, the block's, and bad input a status and a message") {
+  PublicContext pc;
+  const int64_t rows = 2, hidden = 16, inter = 40;
+  std::vector<float> x = wave(rows * hidden, 0.37f, 1.5f), norm = wave(hidden, 0.11f, 1.0f);
+  std::vector<float> gate_up = wave(2 * inter * hidden, 0.013f, 0.25f), down = wave(hidden * inter, 0.029f, 0.2f);
+  std::vector<float> gate(gate_up.begin(), gate_up.begin() + inter * hidden), up(gate_up.begin() + inter * hidden, gate_up.end());
+  std::vector<float> y(rows * hidden, NAN), y_fused(rows * hidden, NAN);
+  Tensor tx(x.data(), {rows, hidden}), tn(norm.data(), {hidden}), tg(gate.data(), {inter, hidden}), tu(up.data(), {inter, hidden}),
+      tgu(gate_up.data(), {2 * inter, hidden}), td(down.data(), {hidden, inter}), ty(y.data(), {rows, hidden}),
+      tyf(y_fused.data(), {rows, hidden});
+  arb_mlp_args a = ARB_MLP_ARGS_INIT;
+  a.x = &tx.t;
+  a.norm_weight = &tn.t;
+  a.gate = &tg.t;
+  a.up = &tu.t;
+  a.down = &td.t;
+  a.y = &ty.t;
+  REQUIRE_MESSAGE(arb_mlp(pc.ctx, &a, nullptr) == ARB_OK, arb_last_error());
+  arb_mlp_args fused = a;
+  fused.gate = &tgu.t;
+  fused.up = nullptr;
+  fused.y = &tyf.t;
+  REQUIRE_MESSAGE(arb_mlp(pc.ctx, &fused, nullptr) == ARB_OK, arb_last_error());
+  const auto expected = block_by_definition(x, norm, gate, up, down, rows, hidden, inter, a.eps);
+  for (size_t i = 0; i < y.size(); ++i) {
+    CHECK(y[i] == doctest::Approx(expected[i]).epsilon(1e-5));
+    CHECK(y_fused[i] == doctest::Approx(expected[i]).epsilon(1e-5));
+  }
+
+  CHECK_STATUS(arb_mlp(pc.ctx, nullptr, nullptr), ARB_ERR_INVALID_ARGUMENT, "arb_mlp: args is NULL");
+  arb_mlp_args bad = a;
+  bad.struct_size = 56;
+  CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "struct_size = 56 is below the minimum 64");
+  bad = a;
+  bad.down = nullptr;
+  CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "down is NULL");
+  bad = a;
+  bad.norm_weight = nullptr;
+  CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "norm_weight is NULL");
+  {
+    Tensor odd(gate_up.data(), {2 * inter - 1, hidden});
+    bad = fused;
+    bad.gate = &odd.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "must be even when up is NULL");
+  }
+  {
+    Tensor wrong(gate_up.data(), {inter, hidden + 1});
+    bad = a;
+    bad.gate = &wrong.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "gate must be [40, 16], got [40, 17]");
+  }
+  {
+    Tensor fewer(up.data(), {inter - 1, hidden});
+    bad = a;
+    bad.up = &fewer.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "up must be [40, 16], got [39, 16]");
+  }
+  {
+    Tensor as_linear_in(down.data(), {inter, hidden});  // down given as [inter, hidden]
+    bad = a;
+    bad.down = &as_linear_in.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "down must be [16, 40], got [40, 16]");
+  }
+  {
+    Tensor longer(norm.data(), {hidden - 1});
+    bad = a;
+    bad.norm_weight = &longer.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "norm_weight must be 1-D of size 16");
+  }
+  {
+    Tensor half(down.data(), {hidden, inter}, DLDataType{kDLBfloat, 16, 1});
+    bad = a;
+    bad.down = &half.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "down has dtype bf16, but the first operand has f32");
+  }
+  {
+    Tensor other_rows(y.data(), {rows + 1, hidden});
+    bad = a;
+    bad.y = &other_rows.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y must have the shape of x");
+  }
+  {
+    Tensor onto_x(x.data(), {rows, hidden});  // in place is refused: y must not overlap an input
+    bad = a;
+    bad.y = &onto_x.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps x in memory");
+  }
+  {
+    Tensor onto_down(down.data(), {rows, hidden});
+    bad = a;
+    bad.y = &onto_down.t;
+    CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "y overlaps down in memory");
+  }
+  bad = a;
+  bad.eps = -1.0f;
+  CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "eps must be finite and >= 0");
+  bad = a;
+  bad.eps = NAN;
+  CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "eps must be finite and >= 0");
+  bad = a;
+  bad.reserved = 3;
+  CHECK_STATUS(arb_mlp(pc.ctx, &bad, nullptr), ARB_ERR_INVALID_ARGUMENT, "reserved must be 0, got 3");
+  {
+    int stream_marker = 0;
+    CHECK_STATUS(arb_mlp(pc.ctx, &a, &stream_marker), ARB_ERR_INVALID_ARGUMENT, "stream must be NULL");
+  }
+  {
+    const std::vector<float> now = y;  // a refused call touched nothing
+    bad = a;
+    bad.eps = -1.0f;
+    CHECK(arb_mlp(pc.ctx, &bad, nullptr) == ARB_ERR_INVALID_ARGUMENT);
+    CHECK(std::memcmp(now.data(), y.data(), y.size() * sizeof(float)) == 0);
+  }
+  {
+    arb_plan plan = nullptr;
+    CHECK_STATUS(arb_plan_create(pc.ctx, ARB_OP_MLP, &a, &plan), ARB_ERR_UNSUPPORTED, "call arb_mlp for each run");
+    CHECK(plan == nullptr);
+  }
+}
+
+TEST_CASE("the gate rejects the mlp cheaters for accuracy, and passes the honest kernels and the chain's rounding") {
+  std::vector<std::string> files = test::shipped_plugins();
+  files.push_back(test::fixture_file("mlp_cheats"));
+  const auto context = test::make_context(test::config_loading(files));
+  const char* problem = "mlp f32 rows=3 hidden=48 inter=80 eps=1e-5";
+  for (const char* name : {"no_residual", "no_norm", "relu_gate", "swapped_halves", "down_transposed"}) {
+    CAPTURE(name);
+    const KernelRecord* record = context->registry().find(std::string("mlp_cheats.") + name);
+    REQUIRE(record != nullptr);
+    const Verdict v = context->gate().verdict(*record, parse_problem(problem).problem);
+    CAPTURE(v.detail);
+    CHECK_FALSE(v.passed);
+    CHECK(std::count(v.failed_checks.begin(), v.failed_checks.end(), "accuracy") == 1);
+  }
+  for (const char* honest : {problem, "mlp bf16 rows=1 hidden=256 inter=688", "mlp f16 rows=5 hidden=64 inter=176",
+                             "mlp bf16 rows=16 hidden=128 inter=344"}) {
+    CAPTURE(honest);
+    for (const char* kernel : {"cpu.mlp_fused", "reference.mlp", "mlp_cheats.chain_rounded"}) {
+      CAPTURE(kernel);
+      const KernelRecord* record = context->registry().find(kernel);
+      REQUIRE(record != nullptr);
+      const Verdict v = context->gate().verdict(*record, parse_problem(honest).problem);
+      CAPTURE(v.detail);
+      CHECK(v.passed);
+    }
+  }
+}
