@@ -3,10 +3,15 @@
 #include "common/failure.hpp"
 #include "common/log.hpp"
 #include "plugin/kernel_call.hpp"
+#include "problem/op_table.hpp"
+#include "problem/operand_fields.hpp"
 #include "problem/problem.hpp"
 #include "table/table_file.hpp"
 
 #include <fmt/format.h>
+
+#include <array>
+#include <cstdint>
 
 namespace arbiter {
 namespace {
@@ -20,13 +25,23 @@ std::unique_ptr<Device> make_cuda_for(const CudaConfig& config, std::string* why
   }
 }
 
+// The plugins compiled into libarbiter besides the oracle: the composite ops' chains.
+std::vector<std::unique_ptr<PluginRecord>> built_in_plugins(ChainKernels& chains) {
+  std::vector<std::unique_ptr<PluginRecord>> plugins;
+  plugins.push_back(chains.plugin_record());
+  return plugins;
+}
+
 }  // namespace
 
 Context::Context(Config config, std::function<void(const arb_problem&, const TuneResult&)> on_tuned)
     : config_(std::move(config)),
       cpu_device_(adopt(make_cpu_device(), devices_.cpu)),
       cuda_device_(adopt(make_cuda_for(config_.cuda, &devices_.cuda_unavailable), devices_.cuda)),
-      registry_(config_.plugins, config_.cuda.device == CudaDeviceKind::emulated),
+      chains_([this](const Call& step, void* stream) { run(step.problem, step.operands, stream); },
+              [this](const arb_problem& step) { return runnable(step); },
+              [this](int32_t device_type) -> Device& { return devices_.of(device_type); }, devices_.cuda != nullptr),
+      registry_(config_.plugins, config_.cuda.device == CudaDeviceKind::emulated, built_in_plugins(chains_)),
       gate_(devices_, registry_, config_.verify),
       tuner_(devices_, registry_, gate_, config_.tune),
       dispatcher_(registry_, config_.dispatch, services(std::move(on_tuned))),
@@ -136,6 +151,32 @@ void Context::quarantine(const KernelRecord& kernel, const arb_problem& problem,
   logger().error("kernel {} quarantined: a shadow check found it wrong: {}; it is refused from now on and dispatch "
                  "falls back to the next verified kernel{}",
                  kernel.name, reason, marked ? fmt::format("; {} tuning-table entries marked failed", marked) : "");
+}
+
+std::string Context::runnable(const arb_problem& problem) const {
+  for (const KernelRecord* kernel : registry_.candidates(problem.op))
+    if (kernel->abi.device_type == problem.device_type && kernel_supports(*kernel, problem, nullptr)) return "";
+  return "no loaded kernel supports it";
+}
+
+std::string Context::explain(const arb_problem& problem, const arb_operands* operands) {
+  std::string out = dispatcher_.explain(problem);
+  const Op* op = find_op(problem.op);
+  if (op == nullptr || !op->composite()) return out;
+  const arb_operands nominal = nominal_operands(problem.alignment);
+  if (operands == nullptr) operands = &nominal;
+  std::array<Call, Op::kMaxChainSteps> steps;
+  // The chain's intermediates are 256-byte aligned (its workspace pool): any such address.
+  const int count = op->chain_steps(problem, *operands, reinterpret_cast<void*>(uintptr_t{1} << 48), steps.data());
+  out += fmt::format("the chain (chain.{}) runs {} calls, each dispatched as its own:\n", op->name(), count);
+  for (int i = 0; i < count; ++i) {
+    const arb_problem& step = steps[static_cast<size_t>(i)].problem;
+    const Decision decision = dispatcher_.decide(step, Dispatcher::Mode::explain);
+    out += fmt::format("  {}. {}: {}\n", i + 1, problem_key(step),
+                       decision.kernel != nullptr ? decision.kernel->name + " (" + decision.rule + ")"
+                                                  : "none: " + decision.failure);
+  }
+  return out;
 }
 
 void Context::run_kernel(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands,

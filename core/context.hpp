@@ -4,6 +4,7 @@
 #pragma once
 
 #include "common/hot_path.hpp"
+#include "composite/chain_plugin.hpp"
 #include "config/config.hpp"
 #include "device/device.hpp"
 #include "device/workspace_pool.hpp"
@@ -88,6 +89,14 @@ class Context {
   // The shadow checks so far (verify.shadow_one_in).
   ShadowCheck::Counts shadow_counts() const { return shadow_.counts(); }
 
+  // arb_explain's report: the dispatcher's (Dispatcher::explain) and, for a composite op, the
+  // calls its chain runs, each with the kernel dispatch picks for it. `operands` are the call's
+  // (nullptr for a problem from text: addresses of the problem's alignment class stand in).
+  std::string explain(const arb_problem& problem, const arb_operands* operands = nullptr);
+
+  // Why no loaded kernel supports the problem ("" when one does; the gate is not asked).
+  std::string runnable(const arb_problem& problem) const;
+
   // Runs one given kernel, bypassing dispatch (tests, the CLI, verification). Checks
   // supports() first and sizes the workspace each time.
   void run_kernel(const KernelRecord& kernel, const arb_problem& problem, const arb_operands& operands, void* stream);
@@ -133,6 +142,7 @@ class Context {
   Devices devices_;  // pointers into the two below, set as they are made
   std::unique_ptr<Device> cpu_device_, cuda_device_;
   WorkspacePool workspace_;
+  ChainKernels chains_;  // before the registry, which lists its kernels
   KernelRegistry registry_;
   VerificationGate gate_;
   Tuner tuner_;

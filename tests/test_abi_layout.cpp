@@ -64,7 +64,8 @@ static_assert(offsetof(arb_plugin_info, origin) == 104);
 static_assert(offsetof(arb_plugin_info, trust) == 112);
 static_assert(offsetof(arb_plugin_info, reserved) == 116);
 static_assert(sizeof(arb_plugin_info) == 120);
-static_assert(ARB_PLUGIN_TRUST_NONE == 0 && ARB_PLUGIN_TRUST_ORACLE == 1 && ARB_PLUGIN_TRUST_CONFIG == 2);
+static_assert(ARB_PLUGIN_TRUST_NONE == 0 && ARB_PLUGIN_TRUST_ORACLE == 1 && ARB_PLUGIN_TRUST_CONFIG == 2 &&
+              ARB_PLUGIN_TRUST_HOST == 3);
 // arb_kernel_info
 static_assert(offsetof(arb_kernel_info, struct_size) == 0);
 static_assert(offsetof(arb_kernel_info, name) == 8);

@@ -204,8 +204,8 @@ TEST_CASE("the public API lists rejected plugins with reasons") {
   REQUIRE(arb_context_create(&options, &ctx) == ARB_OK);
   size_t count = 0;
   REQUIRE(arb_plugin_count(ctx, &count) == ARB_OK);
-  REQUIRE(count == 2);
-  int rejected = 0, loaded = 0;
+  REQUIRE(count == 3);  // the oracle, the composite ops' chains (both built in), the file
+  int rejected = 0, loaded = 0, chains = 0;
   for (size_t i = 0; i < count; ++i) {
     arb_plugin_info info = ARB_PLUGIN_INFO_INIT;
     REQUIRE(arb_plugin_get_info(ctx, i, &info) == ARB_OK);
@@ -213,6 +213,11 @@ TEST_CASE("the public API lists rejected plugins with reasons") {
       ++rejected;
       CHECK(std::string(info.reason).find("threw") != std::string::npos);
       CHECK(std::string(info.path).find("arbiter_throws.so") != std::string::npos);
+    } else if (std::string(info.name) == "chain") {
+      ++chains;
+      CHECK(info.trust == ARB_PLUGIN_TRUST_HOST);
+      CHECK(std::string(info.path) == "libarbiter (built in)");
+      CHECK(info.kernel_count == 1);  // chain.mlp (no CUDA device here)
     } else {
       ++loaded;
       CHECK(std::string(info.name) == "reference");
@@ -225,6 +230,7 @@ TEST_CASE("the public API lists rejected plugins with reasons") {
   }
   CHECK(rejected == 1);
   CHECK(loaded == 1);
+  CHECK(chains == 1);
   CHECK(arb_context_destroy(ctx) == ARB_OK);
 }
 

@@ -1,14 +1,17 @@
 // The mlp op (the Llama MLP block, a composite op) end to end on the CPU: its problem text, the
 // reference against the block written out here, cpu.mlp_fused against the reference (dtypes,
 // decode and small batches, padded strides), the C call (fused and separate gate/up weights)
-// and its bad input, and the gate against a gallery of cheating kernels
-// (tests/fixtures/mlp_cheats.cpp), with an honest kernel that rounds as the chain does.
+// and its bad input, the gate against a gallery of cheating kernels
+// (tests/fixtures/mlp_cheats.cpp), and the chain (chain.mlp): the application's own calls bit
+// for bit, shown by explain, tuned against the fused kernel with its steps tuned inside.
 #include "common/failure.hpp"
 #include "device/problem_buffers.hpp"
 #include "plugin/kernel_call.hpp"
 #include "problem/problem.hpp"
 #include "problem/problem_cost.hpp"
 #include "problem/problem_text.hpp"
+#include "table/table_file.hpp"
+#include "tune/tuner.hpp"
 #include "test_support.hpp"
 #include "verify/accuracy.hpp"
 #include "verify/verifier.hpp"
@@ -291,19 +294,22 @@ TEST_CASE("the gate rejects the mlp cheaters for accuracy, and passes the honest
   files.push_back(test::fixture_file("mlp_cheats"));
   const auto context = test::make_context(test::config_loading(files));
   const char* problem = "mlp f32 rows=3 hidden=48 inter=80 eps=1e-5";
-  for (const char* name : {"no_residual", "no_norm", "relu_gate", "swapped_halves", "down_transposed"}) {
-    CAPTURE(name);
-    const KernelRecord* record = context->registry().find(std::string("mlp_cheats.") + name);
-    REQUIRE(record != nullptr);
-    const Verdict v = context->gate().verdict(*record, parse_problem(problem).problem);
-    CAPTURE(v.detail);
-    CHECK_FALSE(v.passed);
-    CHECK(std::count(v.failed_checks.begin(), v.failed_checks.end(), "accuracy") == 1);
-  }
+  // bf16 too, whose tolerance (6.4e-2) leaves room for the chain's rounding of silu's argument.
+  for (const char* cheated : {problem, "mlp bf16 rows=4 hidden=64 inter=176"})
+    for (const char* name : {"no_residual", "no_norm", "relu_gate", "swapped_halves", "down_transposed"}) {
+      CAPTURE(cheated);
+      CAPTURE(name);
+      const KernelRecord* record = context->registry().find(std::string("mlp_cheats.") + name);
+      REQUIRE(record != nullptr);
+      const Verdict v = context->gate().verdict(*record, parse_problem(cheated).problem);
+      CAPTURE(v.detail);
+      CHECK_FALSE(v.passed);
+      CHECK(std::count(v.failed_checks.begin(), v.failed_checks.end(), "accuracy") == 1);
+    }
   for (const char* honest : {problem, "mlp bf16 rows=1 hidden=256 inter=688", "mlp f16 rows=5 hidden=64 inter=176",
                              "mlp bf16 rows=16 hidden=128 inter=344"}) {
     CAPTURE(honest);
-    for (const char* kernel : {"cpu.mlp_fused", "reference.mlp", "mlp_cheats.chain_rounded"}) {
+    for (const char* kernel : {"cpu.mlp_fused", "chain.mlp", "reference.mlp", "mlp_cheats.chain_rounded"}) {
       CAPTURE(kernel);
       const KernelRecord* record = context->registry().find(kernel);
       REQUIRE(record != nullptr);
@@ -312,4 +318,123 @@ TEST_CASE("the gate rejects the mlp cheaters for accuracy, and passes the honest
       CHECK(v.passed);
     }
   }
+}
+
+namespace {
+
+// The block's tensors, packed, f32: x [rows, hidden], the weights separate or fused.
+struct Block {
+  int64_t rows, hidden, inter;
+  std::vector<float> x, norm, gate_up, down;
+  Block(int64_t r, int64_t h, int64_t i)
+      : rows(r), hidden(h), inter(i), x(wave(r * h, 0.37f, 1.5f)), norm(wave(h, 0.11f, 1.0f)),
+        gate_up(wave(2 * i * h, 0.013f, 0.25f)), down(wave(h * i, 0.029f, 0.2f)) {}
+};
+
+}  // namespace
+
+TEST_CASE("chain.mlp is the application's own chain of calls, bit for bit, with fused or separate gate/up weights") {
+  const Block b(3, 40, 72);
+  // Dispatch forced onto the chain; its steps (and the hand-made calls) go where dispatch sends them.
+  PublicContext pc("[[dispatch.override]]\nop = \"mlp\"\nkernel = \"chain.mlp\"\n");
+  std::vector<float> y(b.rows * b.hidden, NAN), y_separate(y.size(), NAN);
+  std::vector<float> gate(b.gate_up.begin(), b.gate_up.begin() + b.inter * b.hidden);
+  std::vector<float> up(b.gate_up.begin() + b.inter * b.hidden, b.gate_up.end());
+  Tensor tx(const_cast<float*>(b.x.data()), {b.rows, b.hidden}), tn(const_cast<float*>(b.norm.data()), {b.hidden}),
+      tgu(const_cast<float*>(b.gate_up.data()), {2 * b.inter, b.hidden}), tg(gate.data(), {b.inter, b.hidden}),
+      tu(up.data(), {b.inter, b.hidden}), td(const_cast<float*>(b.down.data()), {b.hidden, b.inter}),
+      ty(y.data(), {b.rows, b.hidden}), tys(y_separate.data(), {b.rows, b.hidden});
+  arb_mlp_args a = ARB_MLP_ARGS_INIT;
+  a.x = &tx.t;
+  a.norm_weight = &tn.t;
+  a.gate = &tgu.t;
+  a.down = &td.t;
+  a.y = &ty.t;
+  REQUIRE_MESSAGE(arb_mlp(pc.ctx, &a, nullptr) == ARB_OK, arb_last_error());
+  arb_mlp_args separate = a;
+  separate.gate = &tg.t;
+  separate.up = &tu.t;
+  separate.y = &tys.t;
+  REQUIRE_MESSAGE(arb_mlp(pc.ctx, &separate, nullptr) == ARB_OK, arb_last_error());
+
+  // The same four steps by hand: rmsnorm, one gemm on the fused weight, swiglu, gemm with c = x.
+  std::vector<float> normed(b.rows * b.hidden), projected(b.rows * 2 * b.inter), activated(b.rows * b.inter);
+  std::vector<float> expected(y.size(), NAN);
+  Tensor t_normed(normed.data(), {b.rows, b.hidden}), t_projected(projected.data(), {b.rows, 2 * b.inter}),
+      t_activated(activated.data(), {b.rows, b.inter}), t_expected(expected.data(), {b.rows, b.hidden});
+  arb_rmsnorm_args norm = ARB_RMSNORM_ARGS_INIT;
+  norm.x = &tx.t;
+  norm.weight = &tn.t;
+  norm.y = &t_normed.t;
+  norm.eps = a.eps;
+  REQUIRE(arb_rmsnorm(pc.ctx, &norm, nullptr) == ARB_OK);
+  arb_gemm_args project = ARB_GEMM_ARGS_INIT;
+  project.a = &t_normed.t;
+  project.b = &tgu.t;
+  project.trans_b = 1;
+  project.d = &t_projected.t;
+  REQUIRE(arb_gemm(pc.ctx, &project, nullptr) == ARB_OK);
+  arb_swiglu_args activate = ARB_SWIGLU_ARGS_INIT;
+  activate.gate = &t_projected.t;
+  activate.y = &t_activated.t;
+  REQUIRE(arb_swiglu(pc.ctx, &activate, nullptr) == ARB_OK);
+  arb_gemm_args down = ARB_GEMM_ARGS_INIT;
+  down.a = &t_activated.t;
+  down.b = &td.t;
+  down.trans_b = 1;
+  down.c = &tx.t;
+  down.beta = 1.0f;
+  down.d = &t_expected.t;
+  REQUIRE(arb_gemm(pc.ctx, &down, nullptr) == ARB_OK);
+  CHECK(std::memcmp(y.data(), expected.data(), y.size() * sizeof(float)) == 0);
+  // Separate weights: two projections into the halves of one buffer, the same numbers.
+  CHECK(std::memcmp(y_separate.data(), expected.data(), y.size() * sizeof(float)) == 0);
+  const auto reference = block_by_definition(b.x, b.norm, gate, up, b.down, b.rows, b.hidden, b.inter, a.eps);
+  for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(reference[i]).epsilon(1e-5));
+
+  // explain names the chain's calls and the kernel each would get.
+  size_t length = 0;
+  arb_explain(pc.ctx, ARB_OP_MLP, &a, nullptr, 0, &length);
+  std::string text(length, '\0');
+  REQUIRE(arb_explain(pc.ctx, ARB_OP_MLP, &a, text.data(), text.size(), &length) == ARB_OK);
+  CAPTURE(text);
+  CHECK(text.find("kernel:  chain.mlp") != std::string::npos);
+  CHECK(text.find("the chain (chain.mlp) runs 4 calls, each dispatched as its own:") != std::string::npos);
+  CHECK(text.find("1. rmsnorm f32 rows=3 cols=40 residual=0 ldx=40 ldy=40") != std::string::npos);
+  CHECK(text.find("2. gemm f32 m=3 n=144 k=40 ta=0 tb=1") != std::string::npos);
+  CHECK(text.find("3. swiglu f32 rows=3 cols=72 ldgate=144 ldup=144 ldy=72") != std::string::npos);
+  CHECK(text.find("4. gemm f32 m=3 n=40 k=72 ta=0 tb=1 act=none bias=0 beta=1") != std::string::npos);
+  CHECK(text.find("the chain (chain.mlp) runs 5 calls") == std::string::npos);
+}
+
+TEST_CASE("the chain is a candidate like the fused kernel: tuned at dispatch, its own steps tuned inside, both recorded") {
+  test::TempDir dir;
+  const std::string path = dir.file("table.toml");
+  const auto context = test::make_context(test::config_loading(
+      test::shipped_plugins(), "[table]\npath = \"" + path + "\"\npolicy = \"tune-missing\"\n[tune]\nbudget_ms = 20\n"));
+  const arb_problem problem = parse_problem("mlp f32 rows=2 hidden=64 inter=176").problem;
+  // The mlp miss tunes; the chain's warm-up dispatches its steps, which miss and tune in turn
+  // on this thread (the dispatcher's miss lock is recursive).
+  const Decision d = context->dispatcher().decide(problem, Dispatcher::Mode::dispatch);
+  REQUIRE(d.kernel != nullptr);
+  CHECK(d.rule.find("tuned now") == 0);
+  const TuningTable written = load_table_file(path);
+  std::vector<std::string> ops;
+  for (const auto& entry : written.entries()) ops.push_back(entry.key.substr(0, entry.key.find(' ')));
+  CAPTURE(ops);
+  CHECK(std::count(ops.begin(), ops.end(), "mlp") == 1);
+  CHECK(std::count(ops.begin(), ops.end(), "rmsnorm") == 1);
+  CHECK(std::count(ops.begin(), ops.end(), "swiglu") == 1);
+  CHECK(std::count(ops.begin(), ops.end(), "gemm") >= 2);  // the projection and the down gemm
+  // Tuned again: the chain is timed against the fused kernel (measured, or screened out as the
+  // slower after its warm-up), never refused.
+  const TuneResult result = context->tuner().tune(problem, nullptr);
+  bool chain_timed = false;
+  for (const auto& c : result.candidates)
+    if (c.kernel->name == "chain.mlp") {
+      CAPTURE(c.status);
+      chain_timed = c.measured || c.status.find("screened out") == 0;
+      CHECK(c.status.find("after one launch") == std::string::npos);  // warmed past its steps' checked calls
+    }
+  CHECK(chain_timed);
 }

@@ -285,7 +285,7 @@ ARB_API arb_status arb_explain(arb_context context, int32_t op, const void* args
     arbiter::Context& ctx = context_of(context);
     arbiter::Call call;
     arbiter::build_call(op, args, call);
-    write_report(ctx.dispatcher().explain(call.problem), buffer, capacity, length);
+    write_report(ctx.explain(call.problem, &call.operands), buffer, capacity, length);
   });
 }
 
@@ -294,7 +294,7 @@ ARB_API arb_status arb_explain_problem(arb_context context, const char* problem,
   return guarded([&] {
     arbiter::Context& ctx = context_of(context);
     if (problem == nullptr) fail(ARB_ERR_INVALID_ARGUMENT, "arb_explain_problem: problem is NULL");
-    write_report(ctx.dispatcher().explain(arbiter::parse_problem(problem).problem), buffer, capacity, length);
+    write_report(ctx.explain(arbiter::parse_problem(problem).problem), buffer, capacity, length);
   });
 }
 

@@ -189,6 +189,21 @@ arb_operands ProblemBuffers::operands() const {
   return operands_by_name(problem_, [this](const char* name) { return pointer(name); }, alpha_, beta_, eps_);
 }
 
+ProblemBuffers ProblemBuffers::residual_scale(const std::string& input) const {
+  ProblemBuffers scale = *this;
+  const Operand* in = find(input);
+  if (in == nullptr) fail(ARB_ERR_INTERNAL, "residual_scale: no operand " + input);
+  for (Operand& out : scale.operands_) {
+    if (!out.is_output) continue;
+    for (int64_t r = 0; r < out.rows; ++r)
+      for (int64_t c = 0; c < out.cols; ++c) {
+        const double x = element(*in, r, c), y = element(out, r, c);
+        store_float(out.buffer.data(), r * out.ld + c, problem_.dtype, static_cast<float>(std::fabs(x) + std::fabs(y - x)));
+      }
+  }
+  return scale;
+}
+
 double ProblemBuffers::element(const Operand& operand, int64_t r, int64_t c) const {
   if (operand.index) {
     int32_t value;

@@ -70,6 +70,9 @@ class ProblemBuffers {
   // The same inputs with every sign cleared, and |alpha|, |beta|: the reference on them is the
   // scale of the rounding error a correct kernel may make (verify/accuracy.hpp).
   ProblemBuffers absolute_values() const;
+  // For an output that is `input` plus a term (Op::residual_input): a copy whose outputs hold
+  // |input| + |output - input|, the two terms' sizes, element by element.
+  ProblemBuffers residual_scale(const std::string& input) const;
 
   const arb_problem& problem() const { return problem_; }
   const std::vector<Operand>& all() const { return operands_; }

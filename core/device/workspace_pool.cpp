@@ -17,14 +17,21 @@ void WorkspacePool::FreeDeleter::operator()(void* p) const noexcept { std::free(
 
 WorkspacePool::WorkspacePool() : id_(next_pool_id.fetch_add(1)) {}
 
-WorkspacePool::ThreadCache& WorkspacePool::thread_cache() {
-  thread_local ThreadCache cache;
-  return cache;
+WorkspacePool::ThreadCaches& WorkspacePool::thread_caches() {
+  thread_local ThreadCaches caches;
+  return caches;
 }
 
-WorkspacePool::ThreadCache& WorkspacePool::device_cache() {
-  thread_local ThreadCache cache;
-  return cache;
+WorkspacePool::ThreadCaches& WorkspacePool::device_caches() {
+  thread_local ThreadCaches caches;
+  return caches;
+}
+
+WorkspacePool::ThreadCache& WorkspacePool::cache_slot(ThreadCaches& caches) const {
+  if (caches.slot[0].pool_id == id_) return caches.slot[0];
+  if (caches.slot[1].pool_id == id_) return caches.slot[1];
+  caches.slot[1] = caches.slot[0];
+  return caches.slot[0];
 }
 
 void* WorkspacePool::device_slow(Device& device, size_t bytes, void* stream) {
@@ -43,7 +50,7 @@ void* WorkspacePool::device_slow(Device& device, size_t bytes, void* stream) {
     }
     memory = device.allocate((bytes + 255) / 256 * 256);
   }
-  device_cache() = ThreadCache{id_, memory.data(), memory.size(), stream, &device};
+  cache_slot(device_caches()) = ThreadCache{id_, memory.data(), memory.size(), stream, &device};
   return memory.data();
 }
 
@@ -51,13 +58,13 @@ void* WorkspacePool::host_slow(size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   Buffer& buffer = buffers_[std::this_thread::get_id()];
   if (buffer.size < bytes) {
-    const size_t size = (bytes + 63) / 64 * 64;
-    void* data = std::aligned_alloc(64, size);
+    const size_t size = (bytes + 255) / 256 * 256;
+    void* data = std::aligned_alloc(256, size);  // 256, as device memory: a chain's steps keep one alignment class
     if (data == nullptr) throw std::bad_alloc();
     buffer.data.reset(data);  // the thread's previous buffer; CPU launches are synchronous
     buffer.size = size;
   }
-  thread_cache() = ThreadCache{id_, buffer.data.get(), buffer.size};
+  cache_slot(thread_caches()) = ThreadCache{id_, buffer.data.get(), buffer.size};
   return buffer.data.get();
 }
 

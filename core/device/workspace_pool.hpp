@@ -4,7 +4,9 @@
 // thread-local pointer makes the steady state lock-free. A device buffer is replaced only
 // after its stream has finished with it, and never freed before the pool: a CUDA graph
 // captured earlier may hold its address. During a capture nothing is allocated: a call
-// that would need to fails with a clear message instead of breaking the capture.
+// that would need to fails with a clear message instead of breaking the capture. A thread
+// keeps the buffers of its two most recent pools at hand: a composite's chain holds its
+// intermediates in a pool of its own while its steps take the context's.
 #pragma once
 
 #include "device/device.hpp"
@@ -27,21 +29,21 @@ class WorkspacePool {
   WorkspacePool(const WorkspacePool&) = delete;
   WorkspacePool& operator=(const WorkspacePool&) = delete;
 
-  // At least `bytes` of 64-byte aligned host memory, private to the calling thread until
+  // At least `bytes` of 256-byte aligned host memory, private to the calling thread until
   // its next call; nullptr for 0 bytes.
   void* host(size_t bytes) {
     if (bytes == 0) return nullptr;
-    const ThreadCache& cache = thread_cache();
-    if (cache.pool_id == id_ && cache.size >= bytes) return cache.data;
+    for (const ThreadCache& cache : thread_caches().slot)
+      if (cache.pool_id == id_ && cache.size >= bytes) return cache.data;
     return host_slow(bytes);
   }
 
   // At least `bytes` of `device` memory for work the calling thread queues on `stream`.
   void* device(Device& device, size_t bytes, void* stream) {
     if (bytes == 0) return nullptr;
-    const ThreadCache& cache = device_cache();
-    if (cache.pool_id == id_ && cache.stream == stream && cache.device == &device && cache.size >= bytes)
-      return cache.data;
+    for (const ThreadCache& cache : device_caches().slot)
+      if (cache.pool_id == id_ && cache.stream == stream && cache.device == &device && cache.size >= bytes)
+        return cache.data;
     return device_slow(device, bytes, stream);
   }
 
@@ -61,8 +63,14 @@ class WorkspacePool {
     size_t size = 0;
   };
 
-  static ThreadCache& thread_cache();
-  static ThreadCache& device_cache();
+  struct ThreadCaches {
+    ThreadCache slot[2];  // the most recent pool first
+  };
+  static ThreadCaches& thread_caches();
+  static ThreadCaches& device_caches();
+  // Where this pool's buffer goes in the thread's caches: its own slot, else the first, the
+  // other pool's moved to the second.
+  ThreadCache& cache_slot(ThreadCaches& caches) const;
   void* host_slow(size_t bytes);
   void* device_slow(Device& device, size_t bytes, void* stream);
 

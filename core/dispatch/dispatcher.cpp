@@ -245,7 +245,7 @@ const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t
   // The cache compares only the words of a problem's op: it must hold no problem with any
   // other word set (the calls' fast path builds them zero-filled; this holds it to that).
   const ProblemWords words = words_of(problem);
-  std::lock_guard<std::mutex> lock(miss_mutex_);
+  std::lock_guard<std::recursive_mutex> lock(miss_mutex_);
   if (const Selection* hit = cache_.find(problem, hash, words)) return *hit;  // another thread won
   const Decision decision = decide(problem, Mode::dispatch);
   if (decision.kernel == nullptr)
@@ -258,7 +258,7 @@ const Selection& Dispatcher::select_on_miss(const arb_problem& problem, uint64_t
 }
 
 void Dispatcher::forget_choices() {
-  std::lock_guard<std::mutex> lock(miss_mutex_);
+  std::lock_guard<std::recursive_mutex> lock(miss_mutex_);
   // Every selection made so far is marked before the generation moves (selections are made
   // under this lock too): one without the mark is newer than the last forget.
   for (const Selection& selection : selections_)

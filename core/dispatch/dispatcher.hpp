@@ -131,7 +131,9 @@ class Dispatcher {
   const DispatchConfig& config_;
   DispatchServices services_;
   SelectionCache<Selection> cache_;
-  std::mutex miss_mutex_;             // serialises misses (cache writers, tuning)
+  // Serialises misses (cache writers, tuning). Recursive: a composite's chain, timed by the
+  // tuner inside its own miss, dispatches its steps, which may miss in turn on this thread.
+  std::recursive_mutex miss_mutex_;
   std::deque<Selection> selections_;  // stable addresses for the cache
   std::atomic<uint64_t> generation_{0};
 };

@@ -57,7 +57,8 @@ PluginProbe probe_for(const PluginsConfig& config, const PluginCandidate& candid
 
 }  // namespace
 
-KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) {
+KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda,
+                               std::vector<std::unique_ptr<PluginRecord>> built_ins) {
   plugins_.push_back(load_builtin_oracle());
   oracle_ = plugins_.front().get();
   if (oracle_->state == PluginState::loaded)
@@ -65,6 +66,13 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
       oracle_->state = PluginState::disabled;  // for dispatch; it still verifies
       oracle_->reason = why + "; as the oracle it still verifies the other kernels";
     }
+  for (std::unique_ptr<PluginRecord>& built_in : built_ins) {
+    if (std::string why = disabled_reason(config, built_in->name); !why.empty()) {
+      built_in->state = PluginState::disabled;
+      built_in->reason = why;
+    }
+    plugins_.push_back(std::move(built_in));
+  }
 
   for (const PluginCandidate& candidate : find_plugin_files(config, emulated_cuda, notes_)) {
     // A file named like a disabled plugin is not even opened.
@@ -102,7 +110,7 @@ KernelRegistry::KernelRegistry(const PluginsConfig& config, bool emulated_cuda) 
       record->kernels.clear();
       record->keep_alive.reset();
     }
-    if (record.get() != oracle_ && record->state == PluginState::loaded) apply_trust(config, *record);
+    if (record->origin != "built-in" && record->state == PluginState::loaded) apply_trust(config, *record);
     if (auto it = config.priority.find(record->name); it != config.priority.end()) record->priority = it->second;
   }
   for (const std::string& note : notes_) logger().info("{}", note);
@@ -135,6 +143,13 @@ void KernelRegistry::resolve_duplicate_names(const PluginsConfig& config) {
     if (record.get() != oracle_ && record->state == PluginState::loaded && record->name == oracle_->name)
       lose(*record, "the name '" + record->name + "' is the verification oracle's, built into " + oracle_->path +
                         ": no plugin file can replace it");
+  for (auto& built_in : plugins_) {
+    if (built_in.get() == oracle_ || built_in->origin != "built-in") continue;
+    for (auto& record : plugins_)
+      if (record->origin != "built-in" && record->state == PluginState::loaded && record->name == built_in->name)
+        lose(*record, "the name '" + record->name + "' is that of a plugin built into libarbiter: no plugin file can "
+                          "replace it");
+  }
   std::map<std::string, std::vector<PluginRecord*>> by_name;
   for (auto& record : plugins_)
     if (record.get() != oracle_ && record->state == PluginState::loaded) by_name[record->name].push_back(record.get());

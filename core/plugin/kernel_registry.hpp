@@ -16,8 +16,11 @@ namespace arbiter {
 class KernelRegistry {
  public:
   // emulated_cuda: the CUDA device is the SIMT emulator, so CUDA kernels come only from
-  // emulated builds of plugins (and, otherwise, only from builds for a GPU).
-  KernelRegistry(const PluginsConfig& config, bool emulated_cuda);
+  // emulated builds of plugins (and, otherwise, only from builds for a GPU). built_ins: plugins
+  // compiled into libarbiter besides the oracle (the composite ops' chains), listed after it;
+  // their names are theirs as the oracle's is, and config may disable them.
+  KernelRegistry(const PluginsConfig& config, bool emulated_cuda,
+                 std::vector<std::unique_ptr<PluginRecord>> built_ins = {});
   ~KernelRegistry();  // unloads the plugins, last loaded first
   KernelRegistry(const KernelRegistry&) = delete;
   KernelRegistry& operator=(const KernelRegistry&) = delete;

@@ -121,10 +121,12 @@ class Op {
   // A floor under the tolerance for error that honest f32 math makes beyond the sum (rope:
   // angles computed as f32 products); 0 for none.
   virtual double error_floor(const arb_problem&) const { return 0.0; }
-  // Whether the op on its inputs' absolute values bounds its rounding error, so that the gate
-  // may judge a result near zero by cancellation against that scale (verify/accuracy.hpp);
-  // false for a composite whose nonlinearity makes that scale far larger than the result's.
-  virtual bool error_scales_with_magnitudes() const { return true; }
+  // A result near zero by cancellation is judged against a scale of its rounding error
+  // (verify/accuracy.hpp): the op on its inputs' absolute values, or, for an op whose output is
+  // this input plus a term (mlp: y = x + the block's), |input| + |output - input|, the terms'
+  // own sizes. nullptr: the former. (A chain with a nonlinearity on absolute inputs grows like
+  // the product of its sums' lengths: no scale of anything.)
+  virtual const char* residual_input() const { return nullptr; }
 
   // The operands of a problem, in the order the buffers are laid out.
   virtual std::vector<OperandLayout> operands(const arb_problem& problem) const = 0;
@@ -156,6 +158,18 @@ class Op {
   virtual void build_call(const void* args, Call& call) const = 0;
   // A plan's tensors, from the same args once build_call has accepted them (plan.hpp).
   virtual void plan_slots(const void* args, const arb_problem& problem, PlanSlots& slots) const = 0;
+
+  // A composite op (mlp) is also the chain of single-op calls that computes it, and that chain
+  // competes with its fused kernels (core/composite/chain_plugin.hpp). chain_bytes: the
+  // intermediates the chain keeps between its calls (SIZE_MAX past the address space).
+  // chain_steps writes the calls, in order, over `intermediates` (chain_bytes of them,
+  // 256-byte aligned), into steps (room for kMaxChainSteps) and returns how many.
+  static constexpr int kMaxChainSteps = 5;
+  virtual bool composite() const { return false; }
+  virtual size_t chain_bytes(const arb_problem&) const { return 0; }
+  virtual int chain_steps(const arb_problem&, const arb_operands&, void* /*intermediates*/, Call* /*steps*/) const {
+    return 0;
+  }
 };
 
 }  // namespace arbiter

@@ -6,6 +6,7 @@
 #include <arbiter/plugin.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace arbiter {
 
@@ -42,6 +43,17 @@ inline void*& operand_field(arb_operands& o, const OperandField& field) {
 }
 inline void* operand_field(const arb_operands& o, const OperandField& field) {
   return *reinterpret_cast<void* const*>(reinterpret_cast<const char*>(&o) + field.offset);
+}
+
+// Operands that stand in for a call's when only its problem is known (explain from text, a
+// composite's supports()): distinct addresses, each of exactly the alignment class `alignment`.
+inline arb_operands nominal_operands(int32_t alignment) {
+  arb_operands o{};
+  o.struct_size = sizeof o;
+  uintptr_t i = 1;
+  for (const OperandField& field : kOperandFields)
+    operand_field(o, field) = reinterpret_cast<void*>((uintptr_t{1} << 40) * i++ + static_cast<uintptr_t>(alignment));
+  return o;
 }
 
 }  // namespace arbiter

@@ -68,7 +68,9 @@ class TuningRun {
       } else {  // may run without a verdict; never recorded as verified
         c.verdict.passed = true;
         c.verdict.detail = kernel->plugin->trust == ARB_PLUGIN_TRUST_ORACLE ? "the reference (the oracle)"
-                                                                             : "not verified (trusted by plugins.trust)";
+                           : kernel->plugin->trust == ARB_PLUGIN_TRUST_HOST
+                               ? "the chain of single-op calls, each step's kernel gated"
+                               : "not verified (trusted by plugins.trust)";
         c.status = "not gated";
         c.gated = false;
       }
@@ -105,6 +107,22 @@ class TuningRun {
     return true;
   }
 
+  // A composite's chain dispatches its steps: the first launches on each buffer set select them
+  // and have their first calls checked against the oracle (verify.first_calls_checked), so it
+  // is warmed past those before its first launch is compared with the others'.
+  bool warm_chain(Contender& t) {
+    observe(*t.candidate->kernel, "warm-up");
+    try {
+      const size_t launches = bench->set_count() * static_cast<size_t>(gate.first_calls_checked() + 1);
+      for (size_t i = 0; i < launches; ++i) bench->warm(*t.candidate->kernel, t.workspace, t.workspace_bytes);
+      return true;
+    } catch (const std::exception& e) {
+      t.candidate->status = std::string("failed while timed: ") + e.what();
+      t.candidate->verdict.passed = false;
+      return false;
+    }
+  }
+
   // 1. Warm-up, and the batch size that makes a sample last kSampleSeconds. Candidates come
   //    in priority order, so the likely fast ones go first; one whose first launch is both
   //    over a millisecond and 10x the best first launch so far is dropped right there (an
@@ -122,6 +140,7 @@ class TuningRun {
           continue;
         }
       }
+      if (t.candidate->kernel->plugin->trust == ARB_PLUGIN_TRUST_HOST && !warm_chain(t)) continue;
       if (!run_sample(t)) continue;
       const double first = t.samples.front();
       if (first > 1e-3 && first > 10 * best_first) {

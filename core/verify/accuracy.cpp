@@ -37,7 +37,7 @@ double tolerance_for(const KernelRecord& kernel, const arb_problem& problem) {
 }
 
 Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference,
-                           const ProblemBuffers* magnitudes) {
+                           const ProblemBuffers* magnitudes, double weight) {
   Comparison comparison;
   comparison.error = 0.0;
   for (const auto& out : result.all()) {
@@ -67,7 +67,7 @@ Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& r
       for (int64_t r = 0; r < out.rows; ++r)
         for (int64_t c = 0; c < out.cols; ++c)
           if (const double s = magnitudes->element(*scale, r, c); std::isfinite(s)) scale_sq += s * s;
-      ref_sq = std::max(ref_sq, kMagnitudeWeight * kMagnitudeWeight * scale_sq);
+      ref_sq = std::max(ref_sq, weight * weight * scale_sq);
     }
     const double error = ref_sq > 0.0 ? std::sqrt(diff_sq / ref_sq) : std::sqrt(diff_sq);
     const bool worse = std::isnan(error) ? !std::isnan(comparison.error) : error > comparison.error;

@@ -53,7 +53,9 @@ inline constexpr double kMagnitudeWeight = 0.1;
 // rounding error grows with), each output's error is relative to the larger of its norm and
 // kMagnitudeWeight times its norm there, so that a result near zero by cancellation does not
 // make an honest kernel look wrong (docs/verification.md, "Tolerances").
+// weight: how much of the scale's norm counts (kMagnitudeWeight for the op on absolute inputs;
+// 1 for a residual's terms, which bound the result's rounding as they are).
 Comparison compare_outputs(const ProblemBuffers& result, const ProblemBuffers& reference,
-                           const ProblemBuffers* magnitudes = nullptr);
+                           const ProblemBuffers* magnitudes = nullptr, double weight = kMagnitudeWeight);
 
 }  // namespace arbiter

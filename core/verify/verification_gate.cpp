@@ -39,6 +39,7 @@ VerificationGate::VerificationGate(const Devices& devices, const KernelRegistry&
 bool VerificationGate::gated(const KernelRecord& kernel) const {
   switch (kernel.plugin->trust) {
     case ARB_PLUGIN_TRUST_ORACLE: return false;
+    case ARB_PLUGIN_TRUST_HOST: return false;  // a chain: each step's kernel is gated as its own call
     case ARB_PLUGIN_TRUST_CONFIG: return kernel.provenance == ARB_PROVENANCE_AI_GENERATED;
     default: return true;
   }
@@ -272,8 +273,9 @@ Admission VerificationGate::admission(const KernelRecord& kernel, const arb_prob
   if (std::optional<std::string> reason = quarantined(kernel)) return {State::refused, "quarantined: " + *reason};
   if (tf32_refused(kernel, problem)) return {State::refused, "a TF32 kernel: needs verify.allow_tf32 = true for f32 problems"};
   if (!gated(kernel))
-    return {State::admitted, kernel.plugin->trust == ARB_PLUGIN_TRUST_ORACLE
-                                 ? "the oracle"
+    return {State::admitted, kernel.plugin->trust == ARB_PLUGIN_TRUST_ORACLE ? "the oracle"
+                             : kernel.plugin->trust == ARB_PLUGIN_TRUST_HOST
+                                 ? "not gated itself: a chain of dispatched calls, each step's kernel gated"
                                  : "not gated: its plugin is trusted by path and SHA-256 ([[plugins.trust]])"};
   std::optional<Verdict> v = known_verdict(kernel, problem);
   if (!may_verify) {

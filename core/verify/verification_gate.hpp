@@ -58,6 +58,8 @@ class VerificationGate {
 
   // A seed no kernel can predict (for the tuner's timing data, too).
   uint64_t draw_seed() { return next_seed(); }
+  // How many of a new problem's first calls dispatch checks against the oracle.
+  int first_calls_checked() const { return config_.first_calls_checked; }
   const KernelRecord* oracle(int32_t op) const { return registry_.oracle(op); }
 
   // A kernel a shadow check found wrong on a live call (shadow_check.hpp): refused from then

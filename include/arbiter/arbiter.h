@@ -272,8 +272,11 @@ typedef struct arb_plugin_info {
 typedef enum arb_plugin_trust {
   ARB_PLUGIN_TRUST_NONE = 0,   /* every kernel passes the verification gate before it runs */
   ARB_PLUGIN_TRUST_ORACLE = 1, /* the reference built into libarbiter: the gate's oracle */
-  ARB_PLUGIN_TRUST_CONFIG = 2  /* named by path and SHA-256 in [[plugins.trust]]: its kernels run
+  ARB_PLUGIN_TRUST_CONFIG = 2, /* named by path and SHA-256 in [[plugins.trust]]: its kernels run
                                   without a verdict, except AI-generated ones */
+  ARB_PLUGIN_TRUST_HOST = 3    /* since 1.7: built into libarbiter, the chains of composite ops
+                                  (mlp): each runs its steps as dispatched calls, each step's
+                                  kernel gated for its own problem */
 } arb_plugin_trust;
 
 typedef struct arb_kernel_info {

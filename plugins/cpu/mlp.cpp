@@ -4,6 +4,8 @@
 // dtype, unlike the chain of single ops), and each weight row is read once per chunk of
 // kWeightChunk rows, which stays in L2 while every block of four token rows passes over it:
 // at decode the weights are nearly all the block's memory traffic, and they are read once.
+// Inside a block, a gate row and its up row (two pairs for one or two token rows) share each
+// load of the activations, which share each load of a weight vector.
 #include "kernels.hpp"
 #include "simd_avx2.hpp"
 
@@ -36,60 +38,84 @@ void normalise_row(const typename Lanes<Dtype>::Element* x, const typename Lanes
   for (; c < cols; ++c) n[c] = L::load1(x + c) * scale * L::load1(weight + c);
 }
 
-// For R rows of activations a (f32, row stride lda) and one weight row w (length k): the R
-// dot products. Two accumulators a row keep both FMA pipes busy when R is small.
-template <int32_t Dtype, int R>
-inline void dots(const float* a, int64_t lda, const typename Lanes<Dtype>::Element* w, int64_t k, float* out) {
+// Weight rows w[0..W) against R rows of activations a (f32, row stride lda), k long: out[n][r]
+// = w[n] . a[r]. Each vector of activations is loaded once for the W weight rows and each
+// weight vector once for the R rows; W R accumulators (at most 8) keep both FMA pipes busy.
+template <int32_t Dtype, int R, int W>
+inline void dots(const float* a, int64_t lda, const typename Lanes<Dtype>::Element* const* w, int64_t k,
+                 float (&out)[W][R]) {
   using L = Lanes<Dtype>;
-  __m256 acc0[R], acc1[R];
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  __m256 acc[W][R];
+  for (int n = 0; n < W; ++n)
+    for (int r = 0; r < R; ++r) acc[n][r] = _mm256_setzero_ps();
   int64_t c = 0;
-  for (; c + 16 <= k; c += 16) {
-    const __m256 w0 = L::load(w + c), w1 = L::load(w + c + 8);
+  for (; c + 8 <= k; c += 8) {
+    __m256 wv[W];
+    for (int n = 0; n < W; ++n) wv[n] = L::load(w[n] + c);
     for (int r = 0; r < R; ++r) {
-      acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + c), w0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + c + 8), w1, acc1[r]);
+      const __m256 av = _mm256_loadu_ps(a + r * lda + c);
+      for (int n = 0; n < W; ++n) acc[n][r] = _mm256_fmadd_ps(av, wv[n], acc[n][r]);
     }
   }
-  for (; c + 8 <= k; c += 8) {
-    const __m256 w0 = L::load(w + c);
-    for (int r = 0; r < R; ++r) acc0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(a + r * lda + c), w0, acc0[r]);
-  }
-  for (int r = 0; r < R; ++r) {
-    float s = horizontal_sum(_mm256_add_ps(acc0[r], acc1[r]));
-    for (int64_t t = c; t < k; ++t) s += a[r * lda + t] * L::load1(w + t);
-    out[r] = s;
-  }
+  for (int n = 0; n < W; ++n)
+    for (int r = 0; r < R; ++r) {
+      float s = horizontal_sum(acc[n][r]);
+      for (int64_t t = c; t < k; ++t) s += a[r * lda + t] * L::load1(w[n] + t);
+      out[n][r] = s;
+    }
 }
 
-// h[r][j] = silu(gate_j . n_r) * (up_j . n_r) for R rows from `row` and weight rows [j0, j1).
+// Weight rows a dots() pass takes for R token rows: as many as keep W R at 8 or below.
+template <int R>
+inline constexpr int kPairs = R <= 2 ? 2 : 1;  // gate/up pairs of the activation step
+template <int R>
+inline constexpr int kDownRows = R <= 2 ? 4 : 2;  // rows of down in the output step
+
+// h[r][j] = silu(gate_j . n_r) * (up_j . n_r) for R rows from `row` and weight rows [j0, j1),
+// the gate and up rows of P intermediates a pass.
+template <int32_t Dtype, int R, int P>
+void activations(const arb_problem& p, const arb_operands& o, const float* n, float* h, int64_t row, int64_t j) {
+  using E = typename Lanes<Dtype>::Element;
+  const E* w[2 * P];
+  for (int q = 0; q < P; ++q) {
+    w[2 * q] = static_cast<const E*>(o.gate) + (j + q) * p.ld_gate;
+    w[2 * q + 1] = static_cast<const E*>(o.up) + (j + q) * p.ld_up;
+  }
+  float out[2 * P][R];
+  dots<Dtype, R, 2 * P>(n + row * p.cols, p.cols, w, p.cols, out);
+  for (int q = 0; q < P; ++q)
+    for (int r = 0; r < R; ++r) h[(row + r) * p.inter + j + q] = activate1(ARB_ACT_SILU, out[2 * q][r]) * out[2 * q + 1][r];
+}
 template <int32_t Dtype, int R>
 void activation_block(const arb_problem& p, const arb_operands& o, const float* n, float* h, int64_t row, int64_t j0,
                       int64_t j1) {
-  using E = typename Lanes<Dtype>::Element;
-  const auto* gate = static_cast<const E*>(o.gate);
-  const auto* up = static_cast<const E*>(o.up);
-  for (int64_t j = j0; j < j1; ++j) {
-    float g[R], u[R];
-    dots<Dtype, R>(n + row * p.cols, p.cols, gate + j * p.ld_gate, p.cols, g);
-    dots<Dtype, R>(n + row * p.cols, p.cols, up + j * p.ld_up, p.cols, u);
-    for (int r = 0; r < R; ++r) h[(row + r) * p.inter + j] = activate1(ARB_ACT_SILU, g[r]) * u[r];
-  }
+  constexpr int P = kPairs<R>;
+  int64_t j = j0;
+  for (; j + P <= j1; j += P) activations<Dtype, R, P>(p, o, n, h, row, j);
+  for (; j < j1; ++j) activations<Dtype, R, 1>(p, o, n, h, row, j);
 }
 
-// y[r][c] = x[r][c] + down_c . h_r for R rows from `row` and output columns [c0, c1).
-template <int32_t Dtype, int R>
-void output_block(const arb_problem& p, const arb_operands& o, const float* h, int64_t row, int64_t c0, int64_t c1) {
+// y[r][c] = x[r][c] + down_c . h_r for R rows from `row` and D output columns from c.
+template <int32_t Dtype, int R, int D>
+void outputs(const arb_problem& p, const arb_operands& o, const float* h, int64_t row, int64_t c) {
   using L = Lanes<Dtype>;
   using E = typename L::Element;
-  const auto* down = static_cast<const E*>(o.down);
+  const E* w[D];
+  for (int d = 0; d < D; ++d) w[d] = static_cast<const E*>(o.down) + (c + d) * p.ld_down;
+  float s[D][R];
+  dots<Dtype, R, D>(h + row * p.inter, p.inter, w, p.inter, s);
   const auto* x = static_cast<const E*>(o.x);
   auto* y = static_cast<E*>(o.y);
-  for (int64_t c = c0; c < c1; ++c) {
-    float s[R];
-    dots<Dtype, R>(h + row * p.inter, p.inter, down + c * p.ld_down, p.inter, s);
-    for (int r = 0; r < R; ++r) L::store1(y + (row + r) * p.ld_y + c, L::load1(x + (row + r) * p.ld_x + c) + s[r]);
-  }
+  for (int d = 0; d < D; ++d)
+    for (int r = 0; r < R; ++r)
+      L::store1(y + (row + r) * p.ld_y + c + d, L::load1(x + (row + r) * p.ld_x + c + d) + s[d][r]);
+}
+template <int32_t Dtype, int R>
+void output_block(const arb_problem& p, const arb_operands& o, const float* h, int64_t row, int64_t c0, int64_t c1) {
+  constexpr int D = kDownRows<R>;
+  int64_t c = c0;
+  for (; c + D <= c1; c += D) outputs<Dtype, R, D>(p, o, h, row, c);
+  for (; c < c1; ++c) outputs<Dtype, R, 1>(p, o, h, row, c);
 }
 
 // Every block of rows (four, then the remainder) over one chunk of weight rows.

@@ -60,7 +60,8 @@ nb::list plugin_list(arb_context context) {
     plugin["runtime_version"] = text(info.runtime_version);
     plugin["sha256"] = text(info.sha256);
     plugin["origin"] = text(info.origin);
-    plugin["trust"] = info.trust == ARB_PLUGIN_TRUST_ORACLE ? "oracle" : info.trust == ARB_PLUGIN_TRUST_CONFIG ? "config" : "none";
+    plugin["trust"] = info.trust == ARB_PLUGIN_TRUST_ORACLE ? "oracle" : info.trust == ARB_PLUGIN_TRUST_CONFIG ? "config"
+                      : info.trust == ARB_PLUGIN_TRUST_HOST ? "host" : "none";
     nb::list kernels;
     for (size_t k = 0; k < info.kernel_count; ++k) {
       arb_kernel_info kinfo = ARB_KERNEL_INFO_INIT;

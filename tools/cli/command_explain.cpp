@@ -12,7 +12,7 @@ int command_explain(const Arguments& args) {
   if (args.positional.empty()) fail(ARB_ERR_INVALID_ARGUMENT, "explain needs a problem, e.g. 'gemm f32 m=8 n=8 k=8'");
   const ParsedProblem parsed = parse_problem(joined(args.positional));
   const auto context = make_context(args);
-  fmt::print("{}", context->dispatcher().explain(parsed.problem));
+  fmt::print("{}", context->explain(parsed.problem));
   return 0;
 }
 

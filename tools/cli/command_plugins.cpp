@@ -16,6 +16,8 @@ std::string trust_text(const PluginRecord& plugin) {
     case ARB_PLUGIN_TRUST_ORACLE: return "the verification oracle (built into libarbiter)";
     case ARB_PLUGIN_TRUST_CONFIG: return "trusted by plugins.trust (path and SHA-256): runs without the gate, "
                                          "except AI-generated kernels";
+    case ARB_PLUGIN_TRUST_HOST: return "built into libarbiter: composite ops as chains of dispatched calls, each "
+                                       "step's kernel gated for its own problem";
     default: return "none: every kernel passes the verification gate before it runs";
   }
 }
