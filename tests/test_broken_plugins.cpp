@@ -216,7 +216,10 @@ TEST_CASE("the public API lists rejected plugins with reasons") {
     } else if (std::string(info.name) == "chain") {
       ++chains;
       CHECK(info.trust == ARB_PLUGIN_TRUST_HOST);
-      CHECK(std::string(info.path) == "libarbiter (built in)");
+      const std::string path = info.path;  // the library's own file, as for the oracle
+      CHECK(path.find("libarbiter") != std::string::npos);
+      CHECK(path.size() > std::string(" (built in)").size());
+      CHECK(path.substr(path.size() - 11) == " (built in)");
       CHECK(info.kernel_count == 1);  // chain.mlp (no CUDA device here)
     } else {
       ++loaded;

@@ -1,6 +1,7 @@
 #include "composite/chain_plugin.hpp"
 
 #include "common/failure.hpp"
+#include "plugin/plugin_loader.hpp"
 #include "problem/op_table.hpp"
 #include "problem/operand_fields.hpp"
 #include "problem/problem_text.hpp"
@@ -33,7 +34,7 @@ ChainKernels::ChainKernels(std::function<void(const Call&, void*)> run_step,
 
 std::unique_ptr<PluginRecord> ChainKernels::plugin_record() {
   auto record = std::make_unique<PluginRecord>();
-  record->path = "libarbiter (built in)";
+  record->path = builtin_plugin_path();
   record->origin = "built-in";
   record->trust = ARB_PLUGIN_TRUST_HOST;
   record->state = PluginState::loaded;

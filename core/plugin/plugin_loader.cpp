@@ -233,11 +233,15 @@ std::unique_ptr<PluginRecord> load_plugin(const fs::path& path, const std::strin
   return record;
 }
 
-std::unique_ptr<PluginRecord> load_builtin_oracle() {
-  auto record = std::make_unique<PluginRecord>();
+std::string builtin_plugin_path() {
   Dl_info info{};
   const bool found = ::dladdr(reinterpret_cast<const void*>(&builtin_oracle_entry), &info) != 0 && info.dli_fname;
-  record->path = fmt::format("{} (built in)", found ? info.dli_fname : "libarbiter");
+  return fmt::format("{} (built in)", found ? info.dli_fname : "libarbiter");
+}
+
+std::unique_ptr<PluginRecord> load_builtin_oracle() {
+  auto record = std::make_unique<PluginRecord>();
+  record->path = builtin_plugin_path();
   record->origin = "built-in";
   run_entry(*record, &builtin_oracle_entry, nullptr);
   if (record->state == PluginState::loaded) {

@@ -27,6 +27,10 @@ std::unique_ptr<PluginRecord> load_builtin_oracle();
 arb_status builtin_oracle_entry(const arb_host_api* host, const arb_plugin_descriptor** descriptor, char* message,
                                 size_t capacity) noexcept;
 
+// What a plugin compiled into libarbiter reports as its path: "<libarbiter's file> (built in)",
+// so that a packaged library's built-in plugins show where they came from.
+std::string builtin_plugin_path();
+
 // Plugin and kernel names: [a-z0-9_-]+ for plugins, [A-Za-z0-9_.:=,-]+ for kernels.
 bool valid_plugin_name(const char* name);
 bool valid_kernel_name(const char* name);
