@@ -48,6 +48,15 @@ def _swiglu_shape(gate, up):
     return shape if up is not None or not shape else shape[:-1] + (shape[-1] // 2,)
 
 
+def _check_mlp_down(down):
+    """mlp's down projection is required; it follows the optional up in the argument order (the
+    C call's), so it cannot be a plain positional argument without a default."""
+    if down is None:
+        raise InvalidArgumentError(
+            1, "mlp: down (the [hidden, inter] down projection) is required; with a fused gate/up weight, "
+               "pass it by name: ctx.mlp(x, norm_weight, gate_up, down=down)")
+
+
 def _config_arguments(config):
     """(config_path, config_toml) from Context's `config`: None, a path, or TOML text."""
     if config is None:
@@ -185,6 +194,28 @@ class Context:
         except _RETRY_IN_GENERAL_PATH:
             return self._attention(q, k, v, causal, scale, out, False)
 
+    def mlp(self, x, norm_weight, gate, up=None, down=None, eps: float = 1e-5, out=None, stream=None):
+        """The MLP block of a Llama decoder layer, ``x + down(silu(gate(n)) * up(n))`` with
+        ``n = rmsnorm(x) * norm_weight`` (``x / sqrt(mean(x**2, -1) + eps) * norm_weight``). x is
+        [..., hidden]; the weights are as ``torch.nn.Linear`` stores them: gate and up [inter,
+        hidden] (``gate(n) = n @ gate.T``), down [hidden, inter], norm_weight [hidden]. Without
+        `up`, gate is the fused [2 * inter, hidden] gate/up weight (its first inter rows the gate,
+        its last inter rows up); `down` is then given by name. One dtype for every tensor (f32,
+        f16 or bf16); a kernel may round the intermediates to it, as the chain of single ops
+        does. Weights with padded rows (``big[:, :hidden]``) are read where they lie; transposed
+        or otherwise strided weights are copied. `out` is like x and must not overlap any input
+        (no in-place form). `stream`: None runs on the framework's current stream; or an int
+        handle or a stream object. No plan: its six tensors are one more than a plan takes.
+        Returns `out`, or a new array of the caller's framework."""
+        try:  # the fast path (see gemm)
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+            if out is None:
+                out = fw.empty(tuple(x.shape), x)
+            self._c.mlp(x, norm_weight, gate, up, down, out, eps, _frameworks.stream_handle(fw, x, stream), 0, False)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._mlp(x, norm_weight, gate, up, down, eps, out, False, stream)
+
     # ---- plans: an operation bound once, run many times ----------------------------------
 
     def plan_gemm(self, a, b, bias=None, c=None, alpha: float = 1.0, beta: float = 0.0, act: str = "none",
@@ -299,10 +330,11 @@ class Context:
         if not tensors and not kwargs:
             return self._c.explain_problem(op_or_problem)
         call = {"gemm": self._gemm, "rmsnorm": self._rmsnorm, "softmax": self._softmax,
-                "swiglu": self._swiglu, "rope": self._rope, "attention": self._attention}.get(op_or_problem)
+                "swiglu": self._swiglu, "rope": self._rope, "attention": self._attention,
+                "mlp": self._mlp}.get(op_or_problem)
         if call is None:
             raise InvalidArgumentError(
-                1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax, swiglu, rope or attention)")
+                1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax, swiglu, rope, attention or mlp)")
         defaults = {
             "gemm": dict(bias=None, c=None, alpha=1.0, beta=0.0, act="none", out=None),
             "rmsnorm": dict(eps=1e-6, residual=None, out=None),
@@ -310,10 +342,13 @@ class Context:
             "swiglu": dict(up=None, out=None),
             "rope": dict(theta=500000.0, max_position=8192, layout="half"),
             "attention": dict(causal=False, scale=None, out=None),
+            "mlp": dict(up=None, down=None, eps=1e-5, out=None),
         }[op_or_problem]
-        # The arguments that may be given by position, in the call's order (swiglu's up is optional).
+        # The arguments that may be given by position, in the call's order (swiglu's and mlp's up
+        # are optional).
         names = {"gemm": ("a", "b"), "rmsnorm": ("x", "weight"), "softmax": ("x",),
-                 "swiglu": ("gate", "up"), "rope": ("x", "positions"), "attention": ("q", "k", "v")}[op_or_problem]
+                 "swiglu": ("gate", "up"), "rope": ("x", "positions"), "attention": ("q", "k", "v"),
+                 "mlp": ("x", "norm_weight", "gate", "up", "down")}[op_or_problem]
         values = dict(zip(names, tensors))
         values.update(kwargs)
         unknown = set(values) - set(names) - set(defaults)
@@ -412,6 +447,16 @@ class Context:
         scale_value = 0.0 if scale is None else float(scale)
         return self._call(fw, out, [q, k, v, out], ("q", "k", "v"), lambda ops, mask: self._c.attention(
             ops[0], ops[1], ops[2], ops[3], bool(causal), scale_value, fw.stream(q), mask, explain), explain)
+
+    def _mlp(self, x, norm_weight, gate, up, down, eps, out, explain, stream=None):
+        _check_mlp_down(down)
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(tuple(x.shape), x)
+        handle = 0 if explain else _frameworks.stream_handle(fw, x, stream)
+        return self._call(fw, out, [x, norm_weight, gate, up, down, out], ("x", "norm_weight", "gate", "up", "down"),
+                          lambda ops, mask: self._c.mlp(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], eps, handle,
+                                                        mask, explain), explain)
 
     @staticmethod
     def _call(fw, out, operands, copyable, call, explain, names=None):

@@ -1,7 +1,8 @@
 """Plans: one operation's arguments bound once (checked, kernel chosen, workspace sized) and run
 many times on new tensors of the same shapes, strides, dtype and device, as a decode loop calls
 the same few shapes. Made by ``Context.plan_gemm`` / ``plan_rmsnorm`` / ``plan_softmax`` /
-``plan_swiglu`` / ``plan_rope`` (docs/python.md, "Plans"; the C ABI underneath: docs/plans.md)."""
+``plan_swiglu`` / ``plan_rope`` / ``plan_attention`` (docs/python.md, "Plans"; the C ABI underneath:
+docs/plans.md). mlp has none: its six tensors are one more than a plan's run takes."""
 
 from __future__ import annotations
 

@@ -9,6 +9,9 @@
         (rotary position embedding of x [..., heads, head_dim] in place: Tensor(a!) x; int32 positions)
     torch.ops.arbiter.attention(q, k, v, causal=False, scale=None) -> Tensor
         (q [batch, q_len, heads, head_dim], k and v [batch, kv_len, kv_heads, head_dim]; the result like q)
+    torch.ops.arbiter.mlp(x, norm_weight, gate, up, down, eps=1e-5) -> Tensor
+        (the Llama MLP block x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * norm_weight; weights as
+        nn.Linear stores them; up None: gate is the fused [2 inter, hidden] gate/up weight)
 
 with fake (meta) implementations, so that they trace under ``torch.compile`` and run on the
 process-wide context (``arbiter.default_context()``). CUDA tensors run on the current stream.
@@ -116,3 +119,23 @@ def _(x, positions, theta=500000.0, max_position=8192, layout="half"):
     torch._check(positions.shape == x.shape[:-2],
                  lambda: f"arbiter::rope: positions must have x's leading shape {list(x.shape[:-2])}, "
                          f"got {list(positions.shape)}")
+
+
+@torch.library.custom_op("arbiter::mlp", mutates_args=())
+def mlp(x: Tensor, norm_weight: Tensor, gate: Tensor, up: Optional[Tensor], down: Tensor, eps: float = 1e-5) -> Tensor:
+    # up has no default: it comes before the required down, as in ctx.mlp and the C call.
+    return default_context().mlp(_data(x), _data(norm_weight), _data(gate), _data(up), _data(down), eps=eps)
+
+
+@mlp.register_fake
+def _(x, norm_weight, gate, up, down, eps=1e-5):
+    def expected():
+        return (f"arbiter::mlp: x must be [..., hidden], gate and up [inter, hidden] (gate [2 inter, hidden] with up "
+                f"None) and down [hidden, inter]; got x {list(x.shape)}, gate {list(gate.shape)}, "
+                f"up {None if up is None else list(up.shape)}, down {list(down.shape)}")
+
+    torch._check(x.dim() >= 1 and gate.dim() == 2 and down.dim() == 2, expected)
+    inter = gate.shape[0] if up is not None else gate.shape[0] // 2
+    torch._check(gate.shape[1] == x.shape[-1] and tuple(down.shape) == (x.shape[-1], inter) and
+                 (up is None or up.shape == gate.shape), expected)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)

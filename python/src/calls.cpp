@@ -78,6 +78,23 @@ void describe_attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>&
   }
 }
 
+void describe_mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& gate,
+                  const Input& up, const nb::ndarray<nb::ro>& down, const Output& out, uint32_t bf16,
+                  CallOperands& operands) {
+  make_operand(x, "x", bf16 & 1, operands.slots[0]);
+  make_operand(norm_weight, "norm_weight", bf16 & 2, operands.slots[1]);
+  make_operand(gate, "gate", bf16 & 4, operands.slots[2]);
+  if (up) make_operand(*up, "up", bf16 & 8, operands.slots[3]);
+  make_operand(down, "down", bf16 & 16, operands.slots[4]);
+  make_operand(out, "out", bf16 & 32, operands.slots[5]);
+  if (rows_layout(operands.slots[0]) != Layout::as_is) needs_copy("x");
+  if (rows_layout(operands.slots[1]) != Layout::as_is) needs_copy("norm_weight");
+  // The weights are taken row-major only (no trans flag as gemm has): a transposed view is copied.
+  for (int slot = 2; slot <= 4; ++slot)
+    if (operands.slots[slot].present && matrix_layout(operands.slots[slot]) != Layout::as_is)
+      needs_copy(slot_name(ARB_OP_MLP, slot));
+}
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta) {
   arb_gemm_args args = ARB_GEMM_ARGS_INIT;
   args.a = operands.slots[0].get();
@@ -139,14 +156,27 @@ arb_attention_args attention_args(const CallOperands& operands, bool causal, flo
   return args;
 }
 
+arb_mlp_args mlp_args(const CallOperands& operands, float eps) {
+  arb_mlp_args args = ARB_MLP_ARGS_INIT;
+  args.x = operands.slots[0].get();
+  args.norm_weight = operands.slots[1].get();
+  args.gate = operands.slots[2].get();
+  args.up = operands.slots[3].get();
+  args.down = operands.slots[4].get();
+  args.y = operands.slots[5].get();
+  args.eps = eps;
+  return args;
+}
+
 const char* slot_name(int32_t op, int slot) {
-  static constexpr const char* kGemm[] = {"a", "b", "c", "bias", "out"};
-  static constexpr const char* kRmsNorm[] = {"x", "residual", "weight", "out", "-"};
-  static constexpr const char* kSoftmax[] = {"x", "out", "-", "-", "-"};
-  static constexpr const char* kSwiglu[] = {"gate", "up", "out", "-", "-"};
-  static constexpr const char* kRope[] = {"x", "positions", "-", "-", "-"};
-  static constexpr const char* kAttention[] = {"q", "k", "v", "out", "-"};
-  if (slot < 0 || slot >= ARB_PLAN_MAX_TENSORS) return "-";
+  static constexpr const char* kGemm[] = {"a", "b", "c", "bias", "out", "-"};
+  static constexpr const char* kRmsNorm[] = {"x", "residual", "weight", "out", "-", "-"};
+  static constexpr const char* kSoftmax[] = {"x", "out", "-", "-", "-", "-"};
+  static constexpr const char* kSwiglu[] = {"gate", "up", "out", "-", "-", "-"};
+  static constexpr const char* kRope[] = {"x", "positions", "-", "-", "-", "-"};
+  static constexpr const char* kAttention[] = {"q", "k", "v", "out", "-", "-"};
+  static constexpr const char* kMlp[] = {"x", "norm_weight", "gate", "up", "down", "out"};
+  if (slot < 0 || slot >= kMaxCallOperands) return "-";
   switch (op) {
     case ARB_OP_GEMM: return kGemm[slot];
     case ARB_OP_RMSNORM: return kRmsNorm[slot];
@@ -154,6 +184,7 @@ const char* slot_name(int32_t op, int slot) {
     case ARB_OP_SWIGLU: return kSwiglu[slot];
     case ARB_OP_ROPE: return kRope[slot];
     case ARB_OP_ATTENTION: return kAttention[slot];
+    case ARB_OP_MLP: return kMlp[slot];
     default: return "-";
   }
 }

@@ -18,12 +18,18 @@ namespace arbiter::python {
 using Input = std::optional<nb::ndarray<nb::ro>>;
 using Output = nb::ndarray<>;
 
+// The most tensors one call takes: mlp's six (x, norm_weight, gate, up, down, y), one more than
+// a plan's run takes (ARB_PLAN_MAX_TENSORS), which is why mlp has no plan.
+inline constexpr int kMaxCallOperands = 6;
+static_assert(kMaxCallOperands >= ARB_PLAN_MAX_TENSORS);
+
 // The operands in the order of the op's args struct, which is also the order of
 // arb_plan_operands' slots (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x, y;
-// swiglu gate, up, y; rope x, positions; attention q, k, v, o).
+// swiglu gate, up, y; rope x, positions; attention q, k, v, o; mlp x, norm_weight, gate, up,
+// down, y, which has no plan).
 // Not copyable: each DLTensor points into its own Operand's shape and strides.
 struct CallOperands {
-  Operand slots[ARB_PLAN_MAX_TENSORS];
+  Operand slots[kMaxCallOperands];
   int32_t trans_a = 0, trans_b = 0;  // gemm: a, b given as transposed views
 
   CallOperands() = default;
@@ -33,7 +39,7 @@ struct CallOperands {
 
 // `bf16` is a mask of the operands (bit i: the i-th, in argument order: gemm a, b, c, bias, out;
 // rmsnorm x, residual, weight, out; softmax x, out; swiglu gate, up, out; rope x; attention q, k, v,
-// out) that are NumPy
+// out; mlp x, norm_weight, gate, up, down, out) that are NumPy
 // bfloat16 arrays passed as uint16 views, to be read as bfloat16.
 void describe_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                    const Output& d, uint32_t bf16, CallOperands& operands);
@@ -53,12 +59,20 @@ void describe_rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& posi
 void describe_attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
                         const Output& out, uint32_t bf16, CallOperands& operands);
 
+// mlp: x [..., hidden] in rows; the weights row-major as torch.nn.Linear stores them (a
+// transposed or strided weight is reported for a copy); up absent when gate is the fused
+// [2 inter, hidden] gate/up weight (the C call's up NULL).
+void describe_mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& gate,
+                  const Input& up, const nb::ndarray<nb::ro>& down, const Output& out, uint32_t bf16,
+                  CallOperands& operands);
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta);
 arb_rmsnorm_args rmsnorm_args(const CallOperands& operands, float eps);
 arb_softmax_args softmax_args(const CallOperands& operands);
 arb_swiglu_args swiglu_args(const CallOperands& operands);
 arb_rope_args rope_args(const CallOperands& operands, double theta, int64_t max_position, int32_t layout);
 arb_attention_args attention_args(const CallOperands& operands, bool causal, float scale);
+arb_mlp_args mlp_args(const CallOperands& operands, float eps);
 
 // A report by arb_explain's buffer protocol (ask for the size, then fill) into `text`, without
 // raising, so that it can run without the GIL. `write(buffer, capacity, &length)` makes the call.
@@ -75,7 +89,7 @@ arb_status read_report(Write write, std::string& text) {
 
 // The Python names of an op's operands in slot order (the output is `out`, as the caller passes it).
 const char* slot_name(int32_t op, int slot);
-// An arb_op's name as the problem syntax spells it ("gemm", ..., "attention"); "unknown" for another.
+// An arb_op's name as the problem syntax spells it ("gemm", ..., "mlp"); "unknown" for another.
 const char* op_name(int32_t op);
 
 }  // namespace arbiter::python

@@ -143,6 +143,20 @@ class Context {
     return std::nullopt;
   }
 
+  // The MLP block: out = x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * norm_weight, the
+  // weights as torch.nn.Linear stores them; without up, gate is the fused [2 inter, hidden]
+  // gate/up weight. No plan: its six tensors are one more than a plan's run takes.
+  std::optional<std::string> mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight,
+                                 const nb::ndarray<nb::ro>& gate, const Input& up, const nb::ndarray<nb::ro>& down,
+                                 const Output& out, float eps, uintptr_t stream, uint32_t bf16, bool explain) {
+    CallOperands operands;
+    describe_mlp(x, norm_weight, gate, up, down, out, bf16, operands);
+    const arb_mlp_args args = mlp_args(operands, eps);
+    if (explain) return explain_call(ContextUse(*state_).get(), ARB_OP_MLP, &args);
+    call([&](arb_context context) { return arb_mlp(context, &args, reinterpret_cast<void*>(stream)); });
+    return std::nullopt;
+  }
+
   // Plans: the same arguments as the operations, bound once (plan.hpp).
   Plan* plan_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                   const Output& d, int32_t activation, float alpha, float beta, uint32_t bf16) {
@@ -267,6 +281,8 @@ NB_MODULE(_arbiter, m) {
            "explain"_a)
       .def("attention", &Context::attention, "q"_a, "k"_a, "v"_a, "out"_a, "causal"_a, "scale"_a, "stream"_a, "bf16"_a,
            "explain"_a)
+      .def("mlp", &Context::mlp, "x"_a, "norm_weight"_a, "gate"_a, "up"_a.none(), "down"_a, "out"_a, "eps"_a,
+           "stream"_a, "bf16"_a, "explain"_a)
       // A plan keeps its context object alive (keep_alive<0, 1>): only an explicit close() ends it early.
       .def("plan_gemm", &Context::plan_gemm, "a"_a, "b"_a, "c"_a.none(), "bias"_a.none(), "d"_a, "activation"_a,
            "alpha"_a, "beta"_a, "bf16"_a, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())

@@ -144,3 +144,45 @@ def attention(q, k, v, causal=False, scale=None):
     p = np.exp(s - s.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     return np.einsum("bhij,bjhd->bihd", p, v)
+
+
+def fused_gate_up(gate, up):
+    """gate and up [inter, hidden] as one fused [2 inter, hidden] weight (the gate rows, then the up
+    rows), a view of a buffer with inter spare rows after it. arb_mlp with up NULL checks y against
+    an up that it takes to span inter rows past the fused weight's end (core/problem/ops/mlp.cpp:
+    up keeps the whole weight's byte span; test_mlp_out_right_after_a_fused_weight): the spare rows
+    keep every other allocation out of that span, so that no test depends on where y is allocated."""
+    return np.concatenate([gate, up, np.zeros_like(up)])[: 2 * gate.shape[0]]
+
+
+def mlp_parts(x, norm_weight, gate, up, down, eps=1e-5):
+    """The MLP block in float64, with the scale of its rounding errors: (y, magnitude). y = x +
+    down(silu(gate(n)) * up(n)), n = rmsnorm(x) * norm_weight, the weights as nn.Linear stores them
+    (gate(n) = n @ gate.T); up None: gate is [2 inter, hidden], the gate rows then the up rows.
+    A kernel may round n, both projections and the activation to the dtype: each projection's
+    error scales with its own sum of absolute products (|n| @ |gate|.T, as a GEMM's), carried into
+    h = silu(g) * u by the derivatives (silu'(g) u and silu(g)), and h's into y by |down|."""
+    n = rmsnorm(x, norm_weight, eps)
+    gate = f64(gate)
+    if up is None:
+        gate, up = gate[: gate.shape[0] // 2], gate[gate.shape[0] // 2:]
+    up, down = f64(up), f64(down)
+    g, u = n @ gate.T, n @ up.T
+    sigmoid = 1 / (1 + np.exp(-g))
+    h = g * sigmoid * u
+    y = f64(x) + h @ down.T
+    scale_g, scale_u = np.abs(n) @ np.abs(gate).T, np.abs(n) @ np.abs(up).T
+    silu_slope = sigmoid * (1 + g * (1 - sigmoid))
+    scale_h = np.abs(h) + np.abs(silu_slope * u) * scale_g + np.abs(g * sigmoid) * scale_u
+    return y, np.abs(f64(x)) + scale_h @ np.abs(down).T
+
+
+def mlp(x, norm_weight, gate, up, down, eps=1e-5):
+    return mlp_parts(x, norm_weight, gate, up, down, eps)[0]
+
+
+def assert_mlp_close(got, x, norm_weight, gate, up, down, dtype, eps=1e-5):
+    """`got` against mlp(...): sums over hidden then inter terms, on the magnitude of mlp_parts."""
+    want, magnitude = mlp_parts(x, norm_weight, gate, up, down, eps)
+    inter = f64(down).shape[1]
+    assert_close(got, want, dtype, f64(x).shape[-1] + inter, magnitude)

@@ -16,6 +16,15 @@ def tokens(n, dtype=np.int32):
     return np.arange(n, dtype=dtype)
 
 
+def mlp_weights(hidden=8, inter=16, dtype=np.float32):
+    """(norm_weight, gate, up, down) of ones, shaped as mlp takes them."""
+    return (np.ones(hidden, dtype), np.ones((inter, hidden), dtype), np.ones((inter, hidden), dtype),
+            np.ones((hidden, inter), dtype))
+
+
+W, G, U, D = mlp_weights()
+
+
 def test_error_classes():
     assert issubclass(arbiter.InvalidArgumentError, ValueError)
     assert issubclass(arbiter.DTypeError, TypeError) and issubclass(arbiter.DTypeError, arbiter.InvalidArgumentError)
@@ -78,6 +87,37 @@ def test_error_classes():
         (lambda c: c.rope("not an array", tokens(4)), TypeError, None),
         (lambda c: c.rope(f32(4, 2, 8), tokens(4), stream=7), arbiter.InvalidArgumentError, "stream must be NULL"),
         (lambda c: c.rope(f32(4, 2, 8), tokens(4), stream="default"), TypeError, "stream"),
+        (lambda c: c.mlp(f32(2, 8), f32(7), G, U, D), arbiter.InvalidArgumentError,
+         "norm_weight must be 1-D of size 8"),
+        (lambda c: c.mlp(f32(2, 8), f32(8, 1), G, U, D), arbiter.InvalidArgumentError, "norm_weight must be 1-D"),
+        (lambda c: c.mlp(f32(2, 8), W, f32(16, 7), U, D), arbiter.InvalidArgumentError,
+         r"gate must be \[16, 8\], got \[16, 7\]"),
+        (lambda c: c.mlp(f32(2, 8), W, f32(16), U, D), arbiter.InvalidArgumentError, "gate must be 2-D"),
+        (lambda c: c.mlp(f32(2, 8), W, G, f32(12, 8), D), arbiter.InvalidArgumentError, r"up must be \[16, 8\]"),
+        (lambda c: c.mlp(f32(2, 8), W, G, U, f32(16, 8)), arbiter.InvalidArgumentError,
+         r"down must be \[8, 16\], got \[16, 8\]"),
+        (lambda c: c.mlp(f32(2, 8), W, f32(15, 8), down=D), arbiter.InvalidArgumentError, r"\(15\) must be even"),
+        (lambda c: c.mlp(f32(2, 8), W, f32(32, 8), down=f32(8, 32)), arbiter.InvalidArgumentError,
+         r"down must be \[8, 16\]"),  # a fused gate/up weight of 2 x 16 rows: inter is 16
+        (lambda c: c.mlp(f32(2, 8), W, G, U), arbiter.InvalidArgumentError, "down .* is required"),
+        (lambda c: c.mlp(f32(2, 8), W, np.ones((32, 8), np.float32), D), arbiter.InvalidArgumentError,
+         "down .* is required.*by name"),  # down given in up's place
+        (lambda c: c.mlp(f32(2, 8), W, G, U, D, out=f32(2, 9)), arbiter.InvalidArgumentError,
+         "y must have the shape of x"),
+        (lambda c: c.mlp(f32(2, 8), W, G, U, D, out=np.ones((2, 8), np.float16)), arbiter.InvalidArgumentError,
+         "y has dtype f16, but the first operand has f32"),
+        (lambda c: c.mlp(f32(2, 8), W, G, np.ones((16, 8), np.float16), D), arbiter.InvalidArgumentError,
+         "up has dtype f16"),
+        (lambda c: c.mlp(np.ones((2, 8), np.float64), *mlp_weights(dtype=np.float64)), arbiter.DTypeError, "float64"),
+        (lambda c: c.mlp(f32(2, 8), W, G, U, np.ones((8, 16), np.int32)), arbiter.DTypeError, "down.*int32"),
+        (lambda c: c.mlp(f32(2, 8), W, G, U, D, eps=-1.0), arbiter.InvalidArgumentError, "eps must be finite and >= 0"),
+        (lambda c: c.mlp(f32(2, 8), W, G, U, D, eps=float("inf")), arbiter.InvalidArgumentError, "eps"),
+        (lambda c: c.mlp(f32(2, 8), W, G, U, D, stream=7), arbiter.InvalidArgumentError, "stream must be NULL"),
+        (lambda c: c.mlp(f32(2, 8), W, G, U, D, stream="default"), TypeError, "stream"),
+        (lambda c: c.mlp(f32(2, 8), W, G, "not an array", D), TypeError, None),
+        (lambda c: c.mlp("not an array", W, G, U, D), TypeError, None),
+        (lambda c: c.explain("mlp", f32(2, 8), W, G, U, f32(16, 8)), arbiter.InvalidArgumentError,
+         r"down must be \[8, 16\]"),
         (lambda c: c.explain("gemm f32 m=0 n=1"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("conv2d f32"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("convolution", f32(2, 2)), arbiter.InvalidArgumentError, "unknown op"),
@@ -114,6 +154,26 @@ def test_outputs_overlapping_inputs_are_refused(ctx):
     with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
         ctx.swiglu(big[:, :8], f32(4, 8), out=big[:, 8:])
     assert np.all(gate == 1) and np.all(up == 1) and np.all(fused == 1)
+    x, (weight, gate, up, down) = f32(4, 8), mlp_weights()
+    for out in (x, gate[:4], up[4:8], down.reshape(-1)[:32].reshape(4, 8)):  # y must not overlap any input
+        with pytest.raises(arbiter.InvalidArgumentError, match="y overlaps"):
+            ctx.mlp(x, weight, gate, up, down, out=out)
+    fused = f32(32, 8)
+    with pytest.raises(arbiter.InvalidArgumentError, match="y overlaps"):
+        ctx.mlp(x, weight, fused, down=down, out=fused[20:24])  # inside the fused weight's up rows
+    assert all(np.all(t == 1) for t in (x, weight, gate, up, down, fused))
+
+
+def test_mlp_out_right_after_a_fused_weight(ctx):
+    """y in the memory just past a fused gate/up weight shares none of it; its two halves as views
+    (the same problem) are taken."""
+    hidden, inter, rows = 16, 8, 2
+    memory = np.zeros(2 * inter * hidden + rows * hidden, np.float32)
+    gate_up = memory[:2 * inter * hidden].reshape(2 * inter, hidden)
+    out = memory[2 * inter * hidden:].reshape(rows, hidden)
+    x, norm_weight, down = f32(rows, hidden), f32(hidden), f32(hidden, inter)
+    ctx.mlp(x, norm_weight, gate_up[:inter], gate_up[inter:], down, out=out)
+    ctx.mlp(x, norm_weight, gate_up, down=down, out=out)
 
 
 def test_rope_refusals_leave_x_as_it_was(ctx):
@@ -144,6 +204,8 @@ def test_read_only_output_is_refused(ctx):
         ctx.gemm(f32(4, 4), f32(4, 4), out=out)
     with pytest.raises(arbiter.InvalidArgumentError, match="read-only"):
         ctx.swiglu(f32(4, 4), f32(4, 4), out=out)
+    with pytest.raises(arbiter.InvalidArgumentError, match="read-only"):
+        ctx.mlp(f32(4, 8), *mlp_weights(), out=np.broadcast_to(f32(8), (4, 8)))
 
 
 def test_config_errors(tmp_path):

@@ -193,3 +193,51 @@ def test_rope_jax(ctx, rng):
     ctx.rope(mine, jnp.asarray(positions))
     check(mine, np.ndarray)
     assert "rope f32 tokens=5 heads=3 dim=16" in ctx.explain("rope", jnp.asarray(x), jnp.asarray(positions))
+
+
+def mlp_case(rng):
+    """(x, norm_weight, gate, up, down, check(y, kind)) for the framework tests: rows of 2 x 3."""
+    hidden, inter = 32, 48
+    x = ref.random(rng, (2, 3, hidden), np.float32)
+    norm_weight = ref.random(rng, (hidden,), np.float32)
+    gate = ref.random(rng, (inter, hidden), np.float32, scale=hidden**-0.5)
+    up = ref.random(rng, (inter, hidden), np.float32, scale=hidden**-0.5)
+    down = ref.random(rng, (hidden, inter), np.float32, scale=inter**-0.5)
+
+    def check(y, kind, dtype=np.float32):
+        assert isinstance(y, kind) and tuple(y.shape) == x.shape
+        cast = [t.astype(dtype) for t in (x, norm_weight, gate, up, down)]
+        ref.assert_mlp_close(np.asarray(y), *cast, dtype)
+
+    return x, norm_weight, gate, up, down, check
+
+
+def test_mlp_any_dlpack_object(ctx, rng):
+    x, norm_weight, gate, up, down, check = mlp_case(rng)
+    check(ctx.mlp(*(Wrapped(t) for t in (x, norm_weight, gate, up, down))), np.ndarray)
+    fused = Wrapped(ref.fused_gate_up(gate, up))
+    check(ctx.mlp(Wrapped(x), Wrapped(norm_weight), fused, down=Wrapped(down)), np.ndarray)
+
+
+def test_mlp_torch_in_torch_out(ctx, rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    x, norm_weight, gate, up, down, check = mlp_case(rng)
+    tx, tw, tg, tu, td = (torch.from_numpy(t) for t in (x, norm_weight, gate, up, down))
+    check(ctx.mlp(tx, tw, tg, tu, td), torch.Tensor)
+    check(ctx.mlp(tx, tw, torch.from_numpy(ref.fused_gate_up(gate, up)), down=td), torch.Tensor)
+    # nn.Linear weights as a model holds them, and a transposed view (copied with .contiguous()).
+    check(ctx.mlp(tx, tw, tg, tu.t().contiguous().t(), td), torch.Tensor)
+    y = ctx.mlp(tx.bfloat16(), tw.bfloat16(), tg.bfloat16(), tu.bfloat16(), td.bfloat16())
+    assert y.dtype == torch.bfloat16
+    check(y.float().numpy().astype(ref.bfloat16), np.ndarray, ref.bfloat16)
+
+
+def test_mlp_jax_in_jax_out(ctx, rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/install-deps.sh installs it)")
+    jnp = jax.numpy
+    x, norm_weight, gate, up, down, check = mlp_case(rng)
+    jx, jw, jg, ju, jd = (jnp.asarray(t) for t in (x, norm_weight, gate, up, down))
+    check(ctx.mlp(jx, jw, jg, ju, jd), jax.Array)
+    y = ctx.mlp(*(t.astype(jnp.bfloat16) for t in (jx, jw, jg, ju, jd)))
+    assert isinstance(y, jax.Array) and y.dtype == jnp.bfloat16
+    check(np.asarray(y), np.ndarray, ref.bfloat16)

@@ -360,3 +360,103 @@ def test_attention_refusals(ctx, rng):
         ctx.attention(q[:, :, :4], k[:, :1], k[:, :1], causal=True)
     with pytest.raises(arbiter.InvalidArgumentError, match="o overlaps"):
         ctx.attention(q[:, :, :4], k[:, :2], k[:, :2], out=k[:, :2])
+
+
+# mlp: y = x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * norm_weight; the weights as nn.Linear
+# stores them (gate and up [inter, hidden], down [hidden, inter]).
+def mlp_operands(rng, rows_shape, hidden, inter, dtype):
+    """x [*rows_shape, hidden], norm_weight, gate, up and down, scaled so that the projections and
+    y stay near 1 (f16's range holds them)."""
+    x = ref.random(rng, (*rows_shape, hidden), dtype)
+    norm_weight = (1 + ref.random(rng, (hidden,), np.float64, scale=0.2)).astype(dtype)
+    gate = ref.random(rng, (inter, hidden), dtype, scale=hidden**-0.5)
+    up = ref.random(rng, (inter, hidden), dtype, scale=hidden**-0.5)
+    down = ref.random(rng, (hidden, inter), dtype, scale=inter**-0.5)
+    return x, norm_weight, gate, up, down
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("rows_shape,hidden,inter", [((1,), 64, 128), ((4,), 64, 176), ((2, 3), 32, 48), ((3,), 7, 5)])
+def test_mlp(ctx, rng, dtype, rows_shape, hidden, inter):
+    x, norm_weight, gate, up, down = mlp_operands(rng, rows_shape, hidden, inter, dtype)
+    inputs_before = [t.copy() for t in (x, norm_weight, gate, up, down)]
+    y = ctx.mlp(x, norm_weight, gate, up, down)
+    assert type(y) is np.ndarray and y.shape == x.shape and y.dtype == np.dtype(dtype)
+    ref.assert_mlp_close(y, x, norm_weight, gate, up, down, dtype)
+    for t, before in zip((x, norm_weight, gate, up, down), inputs_before):
+        assert np.array_equal(t.view(np.uint8), before.view(np.uint8))  # inputs are only read
+    out = np.full(x.shape, np.nan, dtype)
+    assert ctx.mlp(x, norm_weight, gate, up, down, out=out) is out  # into out: the same bits
+    assert np.array_equal(out.view(np.uint8), y.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("rows,hidden,inter", [(1, 64, 128), (4, 64, 176)])
+def test_mlp_fused_gate_up(ctx, rng, dtype, rows, hidden, inter):
+    """up=None: gate is one [2 inter, hidden] gate/up weight (gate rows, then up rows); the same
+    problem as its two halves given as views (bit for bit), and close to the reference."""
+    x, norm_weight, gate, up, down = mlp_operands(rng, (rows,), hidden, inter, dtype)
+    gate_up = ref.fused_gate_up(gate, up)
+    y = ctx.mlp(x, norm_weight, gate_up, down=down)
+    assert type(y) is np.ndarray and y.shape == x.shape and y.dtype == np.dtype(dtype)
+    ref.assert_mlp_close(y, x, norm_weight, gate_up, None, down, dtype)
+    halves = ctx.mlp(x, norm_weight, gate_up[:inter], gate_up[inter:], down)
+    assert np.array_equal(halves.view(np.uint8), y.view(np.uint8))
+    ref.assert_mlp_close(ctx.mlp(x, norm_weight, gate, up, down, eps=1e-3), x, norm_weight, gate, up, down, dtype, 1e-3)
+
+
+def test_mlp_padded_strided_and_transposed_views(ctx, rng):
+    rows, hidden, inter = 3, 64, 128
+    x, norm_weight, gate, up, down = mlp_operands(rng, (rows,), hidden, inter, np.float32)
+    # Padded rows (weights sliced out of wider storage, x and out inside wider rows): read and
+    # written where they lie.
+    gate_big = np.concatenate([gate, ref.random(rng, (inter, 16), np.float32)], axis=1)
+    down_big = np.concatenate([down, ref.random(rng, (hidden, 8), np.float32)], axis=1)
+    x_big = np.concatenate([x, ref.random(rng, (rows, 5), np.float32)], axis=1)
+    out_big = np.full((rows, hidden + 3), np.nan, np.float32)
+    out = out_big[:, :hidden]
+    assert ctx.mlp(x_big[:, :hidden], norm_weight, gate_big[:, :hidden], up, down_big[:, :inter], out=out) is out
+    ref.assert_mlp_close(out, x, norm_weight, gate, up, down, np.float32)
+    assert np.all(np.isnan(out_big[:, hidden:]))  # nothing outside out written
+    text = ctx.explain("mlp", x_big[:, :hidden], norm_weight, gate_big[:, :hidden], up, down_big[:, :inter], out=out)
+    assert "ldx=69 ldy=67 ldgate=80 ldup=64 lddown=136" in text, text  # no copies: the views' own row strides
+    # A fused gate/up weight with padded rows.
+    gate_up_big = ref.fused_gate_up(*(np.concatenate([w, ref.random(rng, (inter, 4), np.float32)], axis=1)
+                                      for w in (gate, up)))
+    ref.assert_mlp_close(ctx.mlp(x, norm_weight, gate_up_big[:, :hidden], down=down), x, norm_weight, gate, up, down,
+                         np.float32)
+    # Transposed weights (a [hidden, inter] array's .T) and non-unit last strides: copied.
+    gate_t = np.ascontiguousarray(gate.T).T
+    down_strided = np.repeat(down, 2, axis=1)[:, ::2]
+    x_strided = np.repeat(x, 2, axis=1)[:, ::2]
+    weight_strided = np.repeat(norm_weight, 2)[::2]
+    assert not gate_t.flags.c_contiguous and not down_strided.flags.c_contiguous
+    y = ctx.mlp(x_strided, weight_strided, gate_t, up.T.copy().T, down_strided)
+    ref.assert_mlp_close(y, x, norm_weight, gate, up, down, np.float32)
+
+
+def test_mlp_bfloat16_numpy_and_explain(ctx, rng):
+    if ref.bfloat16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    x, norm_weight, gate, up, down = mlp_operands(rng, (2,), 64, 128, ref.bfloat16)
+    y = ctx.mlp(x, norm_weight, ref.fused_gate_up(gate, up), down=down)
+    assert y.dtype == ref.bfloat16 and y.shape == (2, 64)
+    ref.assert_mlp_close(y, x, norm_weight, gate, up, down, ref.bfloat16)
+    text = ctx.explain("mlp", x, norm_weight, gate, up, down, eps=1e-6)
+    assert "mlp bf16 rows=2 hidden=64 inter=128 ldx=64 ldy=64 ldgate=64 ldup=64 lddown=128" in text, text
+    assert "kernel:" in text and ("cpu.mlp_fused" in text or "chain.mlp" in text), text
+    assert "chain.mlp" in text  # considered, if not chosen: the fused kernels race the chain
+
+
+@pytest.mark.parametrize("kernel", ["cpu.mlp_fused", "chain.mlp", "reference.mlp"])
+def test_mlp_each_cpu_kernel(rng, kernel):
+    """Every CPU kernel of the op, pinned by a dispatch override: the fused kernel, the chain of
+    single-op calls (one gate/up GEMM for a fused weight, two otherwise) and the fp64 reference."""
+    config = f'[[dispatch.override]]\nop = "mlp"\nkernel = "{kernel}"\n'
+    with arbiter.Context(config) as pinned:
+        for dtype in (np.float32, np.float16):
+            x, norm_weight, gate, up, down = mlp_operands(rng, (3,), 64, 176, dtype)
+            gate_up = ref.fused_gate_up(gate, up)
+            assert f"kernel:  {kernel} " in pinned.explain("mlp", x, norm_weight, gate_up, down=down)
+            ref.assert_mlp_close(pinned.mlp(x, norm_weight, gate, up, down), x, norm_weight, gate, up, down, dtype)
+            ref.assert_mlp_close(pinned.mlp(x, norm_weight, gate_up, down=down), x, norm_weight, gate, up, down, dtype)

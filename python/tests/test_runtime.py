@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import arbiter
+import reference as ref
 
 
 def test_versions():
@@ -31,6 +32,14 @@ def test_explain_a_problem_and_a_call(ctx):
     heads = np.ones((4, 8, 64), np.float16)
     assert ctx.explain("rope", heads, np.zeros(4, np.int32), layout="interleaved").splitlines()[1] == ctx.explain(
         "rope f16 tokens=4 heads=8 dim=64 layout=interleaved").splitlines()[1]
+    norm, down = np.ones(128, np.float16), np.ones((128, 48), np.float16)
+    gate_up = ref.fused_gate_up(np.ones((48, 128), np.float16), np.ones((48, 128), np.float16))
+    # The call on a fused gate/up weight is the problem in the syntax (fused weights have no field of their own).
+    assert ctx.explain("mlp", x, norm, gate_up, down=down).splitlines()[1] == ctx.explain(
+        "mlp f16 rows=4 hidden=128 inter=48").splitlines()[1]
+    text = ctx.explain("mlp", x, norm, gate_up[:48], gate_up[48:], down, eps=1e-6)
+    assert "mlp f16 rows=4 hidden=128 inter=48 ldx=128 ldy=128 ldgate=128 ldup=128 lddown=48" in text, text
+    assert "chain.mlp" in text and "kernel:" in text
 
 
 def test_plugins(ctx):

@@ -23,6 +23,11 @@ def test_threads_share_one_context(ctx):
             before = x.copy()
             assert ctx.rope(x, positions, layout=("half", "interleaved")[i % 2]) is x
             ref.assert_rope_close(x, before, positions, 500000.0, ("half", "interleaved")[i % 2], np.float32)
+            x, norm_weight = ref.random(rng, (m, 16), np.float32), ref.random(rng, (16,), np.float32)
+            gate_up = ref.fused_gate_up(*(ref.random(rng, (n, 16), np.float32, 0.25) for _ in range(2)))
+            down = ref.random(rng, (16, n), np.float32, 0.25)
+            ref.assert_mlp_close(ctx.mlp(x, norm_weight, gate_up, down=down), x, norm_weight, gate_up, None, down,
+                                 np.float32)
 
     run_in_threads(worker, 8)
 
@@ -45,3 +50,12 @@ def test_gil_is_released_during_a_rope(ctx):
     positions = np.arange(2048, dtype=np.int32)
     ctx.rope(x, positions)
     assert_releases_gil(lambda: ctx.rope(x, positions))
+
+
+def test_gil_is_released_during_an_mlp(ctx):
+    x, norm_weight = np.ones((16, 512), np.float32), np.ones(512, np.float32)
+    gate_up = ref.fused_gate_up(np.full((1024, 512), 0.01, np.float32), np.full((1024, 512), 0.01, np.float32))
+    down = np.full((512, 1024), 0.01, np.float32)  # 6 MiB of weights: milliseconds
+    out = np.empty_like(x)
+    ctx.mlp(x, norm_weight, gate_up, down=down, out=out)
+    assert_releases_gil(lambda: ctx.mlp(x, norm_weight, gate_up, down=down, out=out))

@@ -79,6 +79,7 @@ def test_rmsnorm_residual_updates_x_in_place():
 
 def test_fake_implementations_trace_under_torch_compile():
     def block(x, w1, w2, norm):
+        x = torch.ops.arbiter.mlp(x, norm, w1[:, :32].t(), w1[:, 32:].t(), w1[:, :32], 1e-6)  # transposed: copied
         h = torch.ops.arbiter.rmsnorm(x, norm, 1e-6)
         h = torch.ops.arbiter.gemm(h, w1, None, None, 1.0, 0.0, "none")  # fused gate/up: [8, 2 * 32]
         h = torch.ops.arbiter.swiglu(h)
@@ -112,6 +113,8 @@ def test_fake_implementations_trace_under_torch_compile():
         assert torch.ops.arbiter.swiglu(torch.empty(2, 3, 10)).shape == (2, 3, 5)
         assert torch.ops.arbiter.swiglu(torch.empty(2, 3, 10), torch.empty(2, 3, 10)).shape == (2, 3, 10)
         assert torch.ops.arbiter.rope(torch.empty(2, 3, 4, 8), torch.empty(2, 3, dtype=torch.int32)) is None
+        assert torch.ops.arbiter.mlp(torch.empty(2, 3, 16), torch.empty(16), torch.empty(48, 16), None,
+                                     torch.empty(16, 24)).shape == (2, 3, 16)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -128,6 +131,28 @@ def test_attention_matches_numpy(dtype, causal):
     np.testing.assert_allclose(out.float().numpy(), want, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_mlp_matches_numpy(dtype):
+    """nn.Linear weights as a model holds them: gate and up [inter, hidden], down [hidden, inter];
+    separate gate and up, and one fused gate/up weight (up None)."""
+    np_dtype = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: ref.bfloat16}[dtype]
+    if np_dtype is None:
+        pytest.skip("ml_dtypes is not installed")
+    torch.manual_seed(4)
+    hidden, inter = 64, 176
+    x, norm_weight = torch.randn(2, 3, hidden).to(dtype), (1 + 0.2 * torch.randn(hidden)).to(dtype)
+    gate = torch.nn.Linear(hidden, inter, bias=False).weight.detach().to(dtype)
+    up = torch.nn.Linear(hidden, inter, bias=False).weight.detach().to(dtype)
+    down = torch.nn.Linear(inter, hidden, bias=False).weight.detach().to(dtype)
+    y = torch.ops.arbiter.mlp(x, norm_weight, gate, up, down, 1e-5)
+    assert y.dtype == dtype and y.shape == x.shape
+    host = [t.float().numpy().astype(np_dtype) for t in (x, norm_weight, gate, up, down)]
+    ref.assert_mlp_close(y.float().numpy(), *host, np_dtype)
+    # Spare rows after the fused weight: see reference.fused_gate_up.
+    fused = torch.ops.arbiter.mlp(x, norm_weight, torch.cat([gate, up, up])[:2 * inter], None, down)
+    ref.assert_mlp_close(fused.float().numpy(), *host, np_dtype)
+
+
 def test_opcheck():
     # torch.library.opcheck: schema, fake kernel and dispatch registrations agree.
     a, b = torch.randn(8, 4), torch.randn(4, 6)
@@ -137,6 +162,11 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.arbiter.swiglu.default, (torch.randn(2, 3, 10),))
     torch.library.opcheck(torch.ops.arbiter.attention.default,
                           (torch.randn(1, 2, 4, 8), torch.randn(1, 5, 2, 8), torch.randn(1, 5, 2, 8), True, None))
+    x, norm_weight, down = torch.randn(3, 16), torch.randn(16), torch.randn(16, 24)
+    torch.library.opcheck(torch.ops.arbiter.mlp.default,
+                          (x, norm_weight, torch.randn(24, 16), torch.randn(24, 16), down, 1e-5))
+    torch.library.opcheck(torch.ops.arbiter.mlp.default,  # fused, with spare rows after it (reference.fused_gate_up)
+                          (x.view(1, 3, 16), norm_weight, torch.randn(72, 16)[:48], None, down, 1e-6))
     positions = torch.tensor([0, 5, 4095], dtype=torch.int32)
     for layout in ("half", "interleaved"):
         torch.library.opcheck(torch.ops.arbiter.rope.default, (torch.randn(3, 2, 8), positions, 10000.0, 4096, layout))

@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstdint>
 #include <utility>
+#include <utility>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -173,7 +174,10 @@ class Mlp final : public Op {
     p.rows = x.rows;
     p.cols = x.cols;
     const Matrix weight = as_vector(args->norm_weight, "norm_weight", p.cols, "{} (the last dimension of x)");
-    if (args->gate->ndim != 2) as_matrix(args->gate, "gate", 0, 0);  // reports the dimension problem
+    // Weights are matrices: a 3-D one is no batch here (as_matrix would call it a batched gemm).
+    for (const auto& [t, name] : {std::pair{args->gate, "gate"}, std::pair{args->up, "up"}, std::pair{args->down, "down"}})
+      if (t != nullptr && t->ndim != 2)
+        invalid_argument(fmt::format("{} must be 2-D (a weight matrix), got {} dimensions", name, t->ndim));
     const bool fused = args->up == nullptr;
     const int64_t gate_rows = args->gate->shape[0];
     if (fused && gate_rows % 2 != 0)
@@ -183,10 +187,14 @@ class Mlp final : public Op {
     const Matrix whole = as_matrix(args->gate, "gate", gate_rows, p.cols);
     Matrix gate = whole, up;
     if (fused) {
-      gate.rows = up.rows = p.inter;
+      // Each half spans its own inter rows: up keeps none of the whole's span past its end (an
+      // output right after the fused weight is disjoint from it).
+      const auto element = static_cast<int64_t>(dtype_size(p.dtype));
+      gate.rows = p.inter;
+      gate.bytes = static_cast<uint64_t>(((p.inter - 1) * whole.ld + p.cols) * element);
       up = gate;
       up.name = "up";
-      up.data = static_cast<char*>(whole.data) + p.inter * whole.ld * static_cast<int64_t>(dtype_size(p.dtype));
+      up.data = static_cast<char*>(whole.data) + p.inter * whole.ld * element;
     } else {
       up = as_matrix(args->up, "up", p.inter, p.cols);
     }
