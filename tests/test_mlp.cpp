@@ -128,14 +128,27 @@ TEST_CASE("the reference mlp matches the block written out, with padded strides"
       CHECK(buffers.element(*buffers.find("y"), r, c) == doctest::Approx(expected[r * p.cols + c]).epsilon(1e-6));
 }
 
-TEST_CASE("cpu.mlp_fused matches the reference: every dtype, decode and small batches, odd sizes, padded strides") {
+namespace {
+
+// A fused CPU kernel on every problem it takes of the shapes below (mlp_bf16_avx512: bf16 on a
+// CPU with AVX512-BF16; said skipped elsewhere), each packed and with padded strides.
+void check_cpu_kernel_against_reference(const char* name, const char* example, int expected_checks) {
+  CAPTURE(name);
   Context& context = shared_context();
-  const KernelRecord* kernel = context.registry().find("cpu.mlp_fused");
+  const KernelRecord* kernel = context.registry().find(name);
   REQUIRE(kernel != nullptr);
+  std::string why;
+  if (!kernel_supports(*kernel, parse_problem(example).problem, &why)) {
+    MESSAGE("skipped: ", name, " cannot run here: ", why);
+    return;
+  }
   struct Shape {
     int64_t rows, hidden, inter;
   };
-  const std::vector<Shape> shapes = {{1, 1, 1}, {1, 64, 176}, {3, 7, 5}, {4, 33, 65}, {5, 130, 40}, {9, 16, 300}, {64, 24, 48}};
+  // 31, 33 and 65 leave tails of every length in the 32-element steps; 300 is past a chunk of
+  // weight rows; 64 rows is the most a fused kernel takes.
+  const std::vector<Shape> shapes = {{1, 1, 1},    {1, 64, 176}, {3, 7, 5},   {4, 33, 65},
+                                     {5, 130, 40}, {9, 16, 300}, {64, 24, 48}, {2, 31, 97}};
   int checked = 0;
   uint64_t index = 0;
   for (const char* dtype : {"f32", "f16", "bf16"})
@@ -147,7 +160,7 @@ TEST_CASE("cpu.mlp_fused matches the reference: every dtype, decode and small ba
                               s.hidden + 8, s.inter + 2);
         CAPTURE(text);
         const ParsedProblem parsed = parse_problem(text);
-        REQUIRE(kernel_supports(*kernel, parsed.problem, nullptr));
+        if (!kernel_supports(*kernel, parsed.problem, nullptr)) continue;  // another dtype
         ++checked;
         ProblemBuffers buffers(parsed.problem, parsed.alpha, parsed.beta, parsed.eps);
         buffers.randomize(900 + index, input_draw(index % 2 ? Distribution::normal : Distribution::uniform), OutputFill::nan);
@@ -163,10 +176,24 @@ TEST_CASE("cpu.mlp_fused matches the reference: every dtype, decode and small ba
           CHECK(std::memcmp(buffers.find(input)->buffer.data(), before.find(input)->buffer.data(),
                             before.find(input)->buffer.size()) == 0);
       }
-  CHECK(checked == 42);
-  std::string why;
-  CHECK_FALSE(kernel_supports(*kernel, parse_problem("mlp f32 rows=65 hidden=8 inter=8").problem, &why));
+  CHECK(checked == expected_checks);
+  CHECK_FALSE(kernel_supports(*kernel, parse_problem("mlp bf16 rows=65 hidden=8 inter=8").problem, &why));
   CHECK(why.find("rows above 64") != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("cpu.mlp_fused matches the reference: every dtype, decode and small batches, odd sizes, padded strides") {
+  check_cpu_kernel_against_reference("cpu.mlp_fused", "mlp f32 rows=1 hidden=8 inter=8", 48);
+}
+
+TEST_CASE("cpu.mlp_bf16_avx512 matches the reference: decode and small batches, tails of every 32-element step, padded strides") {
+  check_cpu_kernel_against_reference("cpu.mlp_bf16_avx512", "mlp bf16 rows=1 hidden=8 inter=8", 16);
+  std::string why;
+  const KernelRecord* kernel = shared_context().registry().find("cpu.mlp_bf16_avx512");
+  REQUIRE(kernel != nullptr);
+  CHECK_FALSE(kernel_supports(*kernel, parse_problem("mlp f32 rows=1 hidden=8 inter=8").problem, &why));
+  CHECK(!why.empty());
 }
 
 TEST_CASE("arb_mlp: fused and separate gate/up weights give one answer, the block's, and bad input a status and a message") {
@@ -309,10 +336,12 @@ TEST_CASE("the gate rejects the mlp cheaters for accuracy, and passes the honest
   for (const char* honest : {problem, "mlp bf16 rows=1 hidden=256 inter=688", "mlp f16 rows=5 hidden=64 inter=176",
                              "mlp bf16 rows=16 hidden=128 inter=344"}) {
     CAPTURE(honest);
-    for (const char* kernel : {"cpu.mlp_fused", "chain.mlp", "reference.mlp", "mlp_cheats.chain_rounded"}) {
+    for (const char* kernel :
+         {"cpu.mlp_fused", "cpu.mlp_bf16_avx512", "chain.mlp", "reference.mlp", "mlp_cheats.chain_rounded"}) {
       CAPTURE(kernel);
       const KernelRecord* record = context->registry().find(kernel);
       REQUIRE(record != nullptr);
+      if (!kernel_supports(*record, parse_problem(honest).problem, nullptr)) continue;  // a dtype or CPU it does not take
       const Verdict v = context->gate().verdict(*record, parse_problem(honest).problem);
       CAPTURE(v.detail);
       CHECK(v.passed);

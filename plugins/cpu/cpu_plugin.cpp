@@ -67,6 +67,16 @@ bool bf16_gemm_avx512(const arb_problem& p, Why& why) {
   return bf16_gemm_shape(p, why);
 }
 
+// What both fused MLP kernels take: decode sizes.
+bool mlp_fused_shape(const arb_problem& p, Why& why) {
+  if (!runs_here(p, why)) return false;
+  if (p.rows > arbiter::cpu::kMlpFusedMaxRows)
+    return why.no("rows above %lld (decode sizes; the chain's GEMMs serve more)",
+                  static_cast<long long>(arbiter::cpu::kMlpFusedMaxRows));
+  if (p.cols + p.inter > (int64_t{1} << 40)) return why.no("hidden + inter above 2^40");
+  return true;
+}
+
 bool bf16_gemm_amx(const arb_problem& p, Why& why) {
   if (!runs_here(p, why)) return false;
   static const bool amx = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16");
@@ -139,14 +149,17 @@ ARBITER_PLUGIN(
                     .supports(runs_here)
                     .workspace([](const arb_problem& p) { return arbiter::cpu::attention_workspace(p); })
                     .launch([](const Launch& l) { arbiter::cpu::attention(l.problem, l.operands, l.workspace); }))
-        .kernel(arbiter::plugin::Kernel("mlp_fused", ARB_OP_MLP)
+        .kernel(arbiter::plugin::Kernel("mlp_bf16_avx512", ARB_OP_MLP)
+                    .priority(1)  // preferred where the CPU has it
                     .supports([](const arb_problem& p, Why& why) {
-                      if (!runs_here(p, why)) return false;
-                      if (p.rows > arbiter::cpu::kMlpFusedMaxRows)
-                        return why.no("rows above %lld (decode sizes; the chain's GEMMs serve more)",
-                                      static_cast<long long>(arbiter::cpu::kMlpFusedMaxRows));
-                      if (p.cols + p.inter > (int64_t{1} << 40)) return why.no("hidden + inter above 2^40");
+                      if (!mlp_fused_shape(p, why)) return false;
+                      if (p.dtype != ARB_DTYPE_BF16) return why.no("bf16 only");
+                      if (!cpu_has_avx512_bf16()) return why.no("this CPU lacks AVX512-BF16 (or AVX-512F, VL, BW)");
                       return true;
                     })
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::mlp_avx512_bf16_workspace(p); })
+                    .launch([](const Launch& l) { arbiter::cpu::mlp_avx512_bf16(l.problem, l.operands, l.workspace); }))
+        .kernel(arbiter::plugin::Kernel("mlp_fused", ARB_OP_MLP)
+                    .supports(mlp_fused_shape)
                     .workspace([](const arb_problem& p) { return arbiter::cpu::mlp_fused_workspace(p); })
                     .launch([](const Launch& l) { arbiter::cpu::mlp_fused(l.problem, l.operands, l.workspace); })))

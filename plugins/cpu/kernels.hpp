@@ -38,6 +38,11 @@ void attention_avx512_bf16(const arb_problem& problem, const arb_operands& opera
 constexpr int64_t kMlpFusedMaxRows = 64;
 size_t mlp_fused_workspace(const arb_problem& problem);
 void mlp_fused(const arb_problem& problem, const arb_operands& operands, void* workspace);
+// The same for bf16 with AVX512-BF16 (and AVX-512F, VL, BW): the products as vdpbf16ps on the
+// weights as they lie, n and h rounded to bf16 (as the chain rounds them); rows up to
+// kMlpFusedMaxRows; the workspace holds n, h and the projections (the size below).
+size_t mlp_avx512_bf16_workspace(const arb_problem& problem);
+void mlp_avx512_bf16(const arb_problem& problem, const arb_operands& operands, void* workspace);
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 
