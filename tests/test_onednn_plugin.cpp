@@ -344,6 +344,35 @@ TEST_CASE("onednn.matmul matches the reference: dtypes, transposes, epilogues, C
   }
 }
 
+TEST_CASE("onednn: beta C is formed in f32, never rounded to a 16-bit D on its own (cancellation stays exact)") {
+  require_usable();
+  // d = a b + beta c with a b = -0.75 and beta c = 0.75 (1 + 2^-7) = 0.755859375, which bf16
+  // cannot hold (it rounds to 0.7578125): the exact d, 3 x 2^-9, is a bf16. Scaling C into D
+  // first gave 0.0078125 (33% off; the gate failed one verification in ten at m = n = k = 1).
+  const KernelRecord* matmul = shared_context().registry().find("onednn.matmul");
+  REQUIRE(matmul != nullptr);
+  for (const bool in_place : {false, true}) {
+    CAPTURE(in_place);
+    const ParsedProblem parsed = parse_problem(in_place ? "gemm bf16 m=1 n=1 k=1 beta=0.75 inplace=1" : "gemm bf16 m=1 n=1 k=1 beta=0.75");
+    uint16_t a = float_to_bf16(1.0f), b = float_to_bf16(-0.75f), c = float_to_bf16(1.0078125f), d = 0;
+    if (in_place) d = c;
+    arb_operands o{};
+    o.struct_size = sizeof o;
+    o.a = &a;
+    o.b = &b;
+    o.c = in_place ? static_cast<const void*>(&d) : &c;
+    o.d = &d;
+    o.alpha = 1.0f;
+    o.beta = 0.75f;
+    shared_context().run_kernel(*matmul, parsed.problem, o, nullptr);
+    CHECK(bf16_to_float(d) == 0.005859375f);
+    o.alpha = -2.0f;  // alpha and beta both run-time: -2 (-0.75) + 0.75 (1 + 2^-7) = 2.255859375, 2.25 in bf16
+    d = in_place ? c : 0;
+    shared_context().run_kernel(*matmul, parsed.problem, o, nullptr);
+    CHECK(bf16_to_float(d) == 2.25f);
+  }
+}
+
 TEST_CASE("onednn: a problem oneDNN's primitive cache takes for another runs with the cached primitive's scratchpad") {
   require_usable();
   // For one row, oneDNN's primitive cache ignores the row strides of A and D, so these two

@@ -10,6 +10,7 @@
 #include "onednn_library.hpp"
 #include "primitive_cache.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -44,12 +45,21 @@ size_t workspace_bytes(const arb_problem& p) {
   return primitive_cache().find(library, p, spare).workspace_bytes;
 }
 
-// D = beta * C where the sum post-op (D += alpha A B) needs it: C elsewhere, or beta != 1.
-void prepare_accumulator(const arb_problem& p, const arb_operands& o) {
-  if (!p.has_c || (p.c_is_d && o.beta == 1.0f)) return;
+// Can the rescaled variant take this call: C with beta other than 1, and alpha / beta an f32
+// that cannot overflow where the product's own scale would not (beta not tiny)?
+bool rescales(const Entry& entry, const arb_problem& p, const arb_operands& o) {
+  return p.has_c && o.beta != 1.0f && entry.rescaled.primitive != nullptr && std::fabs(o.beta) >= 0x1p-20f &&
+         std::isfinite(o.alpha / o.beta);
+}
+
+// D prepared for the sum post-op (D += s A B): C copied into it (exact), or, where the
+// rescaled variant cannot take beta, beta C (rounded to D's dtype).
+void prepare_accumulator(const arb_problem& p, const arb_operands& o, bool rescaled) {
+  const bool copy = o.beta == 1.0f || rescaled;
+  if (!p.has_c || (p.c_is_d && copy)) return;
   const size_t element = p.dtype == ARB_DTYPE_F32 ? 4 : 2;
   for (int64_t i = 0; i < p.m; ++i) {
-    if (o.beta == 1.0f) {
+    if (copy) {
       std::memcpy(static_cast<char*>(o.d) + static_cast<size_t>(i * p.ldd) * element,
                   static_cast<const char*>(o.c) + static_cast<size_t>(i * p.ldc) * element, static_cast<size_t>(p.n) * element);
       continue;
@@ -67,7 +77,8 @@ void gemm(const Launch& l) {
   std::unique_ptr<Entry> spare;  // used only when the cache is full
   Entry& entry = primitive_cache().find(library, p, spare);
   if (!entry.supported) throw Error(ARB_ERR_UNSUPPORTED, entry.why);
-  Variant& variant = o.alpha != 1.0f ? entry.scaled : entry.plain;
+  const bool rescaled = rescales(entry, p, o);
+  Variant& variant = rescaled ? entry.rescaled : o.alpha != 1.0f ? entry.scaled : entry.plain;
 
   char* scratchpad = nullptr;
   if (variant.scratchpad_bytes > 0) {
@@ -77,7 +88,7 @@ void gemm(const Launch& l) {
       throw Error(ARB_ERR_INVALID_ARGUMENT, "the workspace is smaller than workspace_size() asked for");
     scratchpad = reinterpret_cast<char*>(at);
   }
-  prepare_accumulator(p, o);
+  prepare_accumulator(p, o, rescaled);
   SlotLease lease(library, entry, variant);
   Slot& slot = lease.slot();
   void* data[kArgumentCount] = {};
@@ -85,8 +96,10 @@ void gemm(const Launch& l) {
   data[kWeights] = const_cast<void*>(o.b);
   data[kDst] = o.d;
   data[kBias] = const_cast<void*>(o.bias);
-  slot.scale = o.alpha;
+  slot.scale = rescaled ? o.alpha / o.beta : o.alpha;
+  slot.beta = o.beta;
   data[kScale] = &slot.scale;
+  data[kBeta] = &slot.beta;
   data[kScratchpad] = scratchpad;
   dnnl_exec_arg_t arguments[kArgumentCount];
   int count = 0;
@@ -94,7 +107,7 @@ void gemm(const Launch& l) {
     if (slot.memory[i] == nullptr) continue;
     if (library.dnnl_memory_set_data_handle(slot.memory[i], data[i]) != dnnl_success)
       throw Error(ARB_ERR_KERNEL, "oneDNN refused a data pointer");
-    arguments[count++] = dnnl_exec_arg_t{entry.argument_id[i], slot.memory[i]};
+    arguments[count++] = dnnl_exec_arg_t{variant.argument_id[i], slot.memory[i]};
   }
   dnnl_status_t s = library.dnnl_primitive_execute(variant.primitive, slot.stream, count, arguments);
   if (s == dnnl_success) s = library.dnnl_stream_wait(slot.stream);

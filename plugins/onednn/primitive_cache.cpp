@@ -97,6 +97,8 @@ bool describe(const OneDnnLibrary& l, const void* op_descriptor, const Attribute
   return true;
 }
 
+void destroy_variant(const OneDnnLibrary& l, Variant& v);
+
 void build_gemm(const OneDnnLibrary& l, const arb_problem& p, Entry& e) {
   const std::string what = std::string(dtype_name(p.dtype)) + " matmul with this layout and epilogue on isa " +
                            expectation().isa_name;
@@ -106,7 +108,8 @@ void build_gemm(const OneDnnLibrary& l, const arb_problem& p, Entry& e) {
                   matrix(l, md[kDst], p.m, p.n, p.ldd, 1, p.dtype) && matrix(l, md[kBias], 1, p.n, p.n, 1, p.dtype);
   const dnnl_dims_t one = {1};
   const dnnl_dims_t unit = {1};
-  if (!ok || l.dnnl_memory_desc_init_by_strides(&md[kScale], 1, one, dnnl_f32, unit) != dnnl_success) {
+  if (!ok || l.dnnl_memory_desc_init_by_strides(&md[kScale], 1, one, dnnl_f32, unit) != dnnl_success ||
+      !matrix(l, md[kBeta], 1, 1, 1, 1, ARB_DTYPE_F32)) {  // one value, broadcast over D
     e.why = "oneDNN rejects these sizes or strides";
     return;
   }
@@ -115,34 +118,38 @@ void build_gemm(const OneDnnLibrary& l, const arb_problem& p, Entry& e) {
     e.why = "oneDNN rejects this matmul";
     return;
   }
-  e.used[kSrc] = e.used[kWeights] = e.used[kDst] = true;
-  e.argument_id[kSrc] = DNNL_ARG_SRC;
-  e.argument_id[kWeights] = DNNL_ARG_WEIGHTS;
-  e.argument_id[kDst] = DNNL_ARG_DST;
-  e.argument_id[kScale] = DNNL_ARG_ATTR_OUTPUT_SCALES;
-  e.argument_id[kScratchpad] = DNNL_ARG_SCRATCHPAD;
 
-  for (Variant* v : {&e.plain, &e.scaled}) {
+  // In order: D = act(s * A * B + 1 * D [* beta] + bias), D holding C already. s is 1 (plain),
+  // alpha (scaled) or alpha / beta (rescaled, which multiplies by beta after the sum: beta C is
+  // then formed in f32, never rounded to D's dtype on its own). The bias is a post-op, not
+  // matmul's own bias, which oneDNN 2.x adds before the output scale.
+  auto build = [&](Variant& v, bool runtime_scale, bool times_beta, std::string& why) {
     Attributes a(l);
     bool made = l.dnnl_primitive_attr_create(&a.attr) == dnnl_success &&
                 l.dnnl_primitive_attr_set_scratchpad_mode(a.attr, dnnl_scratchpad_mode_user) == dnnl_success &&
                 l.dnnl_post_ops_create(&a.post_ops) == dnnl_success;
-    if (made && v == &e.scaled) {
-      // alpha arrives with each call: a run-time scale, one value (mask 0).
+    v.argument_id[kSrc] = DNNL_ARG_SRC;
+    v.argument_id[kWeights] = DNNL_ARG_WEIGHTS;
+    v.argument_id[kDst] = DNNL_ARG_DST;
+    if (made && runtime_scale) {
+      // a run-time scale, one value (mask 0).
       const float runtime = DNNL_RUNTIME_F32_VAL;
       made = l.dnnl_primitive_attr_set_output_scales(a.attr, 1, 0, &runtime) == dnnl_success;
+      v.argument_id[kScale] = DNNL_ARG_ATTR_OUTPUT_SCALES;
     }
-    // In order: D = act(alpha * A * B + 1 * D + bias), D holding beta * C already. The bias
-    // is a post-op, not matmul's own bias, which oneDNN 2.x adds before the output scale.
     int index = 0;
     if (made && p.has_c) {
       made = l.dnnl_post_ops_append_sum(a.post_ops, 1.0f) == dnnl_success;
       ++index;
     }
+    if (made && times_beta) {
+      made = l.dnnl_post_ops_append_binary(a.post_ops, dnnl_binary_mul, &md[kBeta]) == dnnl_success;
+      v.argument_id[kBeta] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
+      ++index;
+    }
     if (made && p.has_bias) {
       made = l.dnnl_post_ops_append_binary(a.post_ops, dnnl_binary_add, &md[kBias]) == dnnl_success;
-      e.argument_id[kBias] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
-      e.used[kBias] = true;
+      v.argument_id[kBias] = DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1;
       ++index;
     }
     if (made && p.activation != ARB_ACT_NONE) {
@@ -152,11 +159,17 @@ void build_gemm(const OneDnnLibrary& l, const arb_problem& p, Entry& e) {
     }
     if (made) made = l.dnnl_primitive_attr_set_post_ops(a.attr, a.post_ops) == dnnl_success;
     if (!made) {
-      e.why = "oneDNN rejects this epilogue";
-      return;
+      why = "oneDNN rejects this epilogue";
+      return false;
     }
-    if (!describe(l, &matmul, a, *v, e.why, what)) return;
-  }
+    if (!describe(l, &matmul, a, v, why, what)) return false;
+    if (v.scratchpad_bytes > 0) v.argument_id[kScratchpad] = DNNL_ARG_SCRATCHPAD;
+    return true;
+  };
+  if (!build(e.plain, false, false, e.why) || !build(e.scaled, true, false, e.why)) return;
+  // Without it (oneDNN has no fast one), a beta other than 1 scales C into D first.
+  std::string why_not;
+  if (p.has_c && !build(e.rescaled, true, true, why_not)) destroy_variant(l, e.rescaled);
   e.supported = true;
 }
 
@@ -172,6 +185,8 @@ void destroy_variant(const OneDnnLibrary& l, Variant& v) {
   if (v.descriptor) l.dnnl_primitive_desc_destroy(v.descriptor);
   v.primitive = nullptr;
   v.descriptor = nullptr;
+  v.argument_id = {};
+  v.scratchpad_bytes = 0;
 }
 
 }  // namespace
@@ -200,7 +215,8 @@ std::unique_ptr<Entry> build_entry(const OneDnnLibrary& library, const arb_probl
   if (p.op == ARB_OP_GEMM) build_gemm(library, p, *entry);
   else entry->why = "not an op of this plugin";
   if (!entry->supported) return entry;  // its destructor releases what was made
-  const size_t scratchpad = std::max(entry->plain.scratchpad_bytes, entry->scaled.scratchpad_bytes);
+  const size_t scratchpad =
+      std::max({entry->plain.scratchpad_bytes, entry->scaled.scratchpad_bytes, entry->rescaled.scratchpad_bytes});
   entry->workspace_bytes = scratchpad > 0 ? scratchpad + 64 : 0;  // room to align it to 64
   return entry;
 }
@@ -209,6 +225,7 @@ Entry::~Entry() {
   const OneDnnLibrary& library = onednn_library();  // loaded: an entry exists only after it
   destroy_variant(library, plain);
   destroy_variant(library, scaled);
+  destroy_variant(library, rescaled);
 }
 
 Entry& PrimitiveCache::find(const OneDnnLibrary& library, const arb_problem& p, std::unique_ptr<Entry>& spare) {
@@ -251,17 +268,10 @@ SlotLease::SlotLease(const OneDnnLibrary& l, Entry& entry, Variant& variant) : v
   auto slot = std::make_unique<Slot>();
   bool made = l.dnnl_stream_create(&slot->stream, l.engine(), dnnl_stream_default_flags) == dnnl_success;
   for (int i = 0; made && i < kArgumentCount; ++i) {
-    const dnnl_memory_desc_t* md = &entry.descriptor[i];
-    if (i == kScratchpad) {
-      if (variant.scratchpad_bytes == 0) continue;
-      md = &variant.scratchpad;
-    } else if (i == kScale) {
-      if (&variant != &entry.scaled) continue;
-    } else if (!entry.used[i]) {
-      continue;
-    }
-    made = l.dnnl_memory_create(&slot->memory[i], md, l.engine(), i == kScale ? &slot->scale : DNNL_MEMORY_NONE) ==
-           dnnl_success;
+    if (variant.argument_id[i] == 0) continue;
+    const dnnl_memory_desc_t* md = i == kScratchpad ? &variant.scratchpad : &entry.descriptor[i];
+    void* handle = i == kScale ? &slot->scale : i == kBeta ? &slot->beta : DNNL_MEMORY_NONE;
+    made = l.dnnl_memory_create(&slot->memory[i], md, l.engine(), handle) == dnnl_success;
   }
   if (!made) {
     for (dnnl_memory_t m : slot->memory)

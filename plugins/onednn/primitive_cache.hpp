@@ -19,8 +19,8 @@
 
 namespace arbiter::plugins::onednn {
 
-// What a primitive depends on: the problem less what the plugin handles itself (C and
-// beta: C is scaled into D first; alignment; the device).
+// What a primitive depends on: the problem less what the plugin handles itself (C: copied
+// into D first; alpha and beta: run-time scalars; alignment; the device).
 struct ProblemKey {
   std::array<int64_t, 13> fields{};
   bool operator==(const ProblemKey& other) const { return fields == other.fields; }
@@ -31,15 +31,18 @@ struct ProblemKeyHash {
 ProblemKey key_of(const arb_problem& p);
 
 // The memory objects of one executing launch. Arguments are in a fixed order.
-enum Argument { kSrc, kWeights, kDst, kBias, kScale, kScratchpad, kArgumentCount };
+enum Argument { kSrc, kWeights, kDst, kBias, kScale, kBeta, kScratchpad, kArgumentCount };
 
 struct Slot {
   dnnl_stream_t stream = nullptr;
-  std::array<dnnl_memory_t, kArgumentCount> memory{};
+  std::array<dnnl_memory_t, kArgumentCount> memory{};  // those the variant takes, else NULL
   float scale = 1.0f;  // what kScale points at
+  float beta = 1.0f;   // what kBeta points at
 };
 
-// One primitive: the problem with alpha == 1 (no scaling), or with alpha given at run time.
+// One primitive: the problem with alpha == 1 (no scaling), with alpha given at run time, or,
+// with C, with alpha / beta and beta given at run time (`rescaled`: D = act(beta (alpha / beta
+// A B + C) + bias), C read from D as it is, so that beta C is never rounded to a 16-bit D).
 // The primitive is created with the entry, and its implementation and scratchpad are read
 // from the primitive's own descriptor, not from the one it was created from: oneDNN's
 // primitive cache may hand back an equivalent primitive of another implementation (its key
@@ -51,6 +54,7 @@ struct Variant {
   dnnl_memory_desc_t scratchpad{};  // the primitive's, when scratchpad_bytes > 0
   size_t scratchpad_bytes = 0;
   std::string implementation;
+  std::array<int, kArgumentCount> argument_id{};  // DNNL_ARG_* of each argument it takes; 0: not taken
   std::mutex slots_mutex;
   std::vector<std::unique_ptr<Slot>> slots;
   std::vector<Slot*> free_slots;  // capacity kept >= slots.size(): a release never allocates
@@ -64,10 +68,8 @@ struct Entry {
 
   bool supported = false;
   std::string why;  // when not supported
-  Variant plain, scaled;
+  Variant plain, scaled, rescaled;  // rescaled: only with C, and only where oneDNN has it fast
   size_t workspace_bytes = 0;
-  std::array<bool, kArgumentCount> used{};
-  std::array<int, kArgumentCount> argument_id{};  // DNNL_ARG_*
   std::array<dnnl_memory_desc_t, kArgumentCount> descriptor{};  // kScratchpad: per variant
 };
 
