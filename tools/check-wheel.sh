@@ -61,7 +61,16 @@ want = np.concatenate([q[..., :32] * np.cos(angle) - q[..., 32:] * np.sin(angle)
                        q[..., 32:] * np.cos(angle) + q[..., :32] * np.sin(angle)], axis=-1)
 assert ctx.rope(q, positions) is q
 np.testing.assert_allclose(q, want, rtol=1e-4, atol=1e-4)
-print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm, swiglu, rope agree with NumPy")
+# The MLP block, with the built-in chain plugin's candidate among the packaged ones.
+xm = rng.standard_normal((2, 32)).astype(np.float32)
+norm_w = rng.uniform(0.5, 1.5, 32).astype(np.float32)
+gate_up = (rng.standard_normal((2 * 48, 32)) / 6).astype(np.float32)
+down = (rng.standard_normal((32, 48)) / 7).astype(np.float32)
+n = xm / np.sqrt((xm.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-5) * norm_w
+g, u = n @ gate_up[:48].T, n @ gate_up[48:].T
+np.testing.assert_allclose(ctx.mlp(xm, norm_w, gate_up, down=down), xm + (g / (1 + np.exp(-g)) * u) @ down.T,
+                           rtol=1e-4, atol=1e-4)
+print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm, swiglu, rope, mlp agree with NumPy")
 PY
 "$work/venv/bin/arbiter" plugins >/dev/null
 package=$("$work/venv/bin/python" -c "import arbiter, os; print(os.path.dirname(arbiter.__file__))")
