@@ -6,6 +6,8 @@
 //   softmax_vec16       softmax, the same layout
 //   softmax_cluster8    softmax of rows up to 8x wider (vocabularies): 8 blocks a row, sm_90a clusters
 //   swiglu_vec16        silu(gate) * up, a grid striding over 16-byte vectors
+//   mlp_fused           the Llama MLP block at decode sizes: norm, gate/up with the activation,
+//                       down with the residual; a warp a weight row, n and h f32 in the workspace
 //   rope_vec16          rotary embedding in place: 16-byte vectors of pairs (a pair a thread where
 //                       the dim or alignment does not allow), each cos and sin reused over heads
 //   attention_splitkv   attention split over the keys (flash-decoding): chunks of 128-key tiles
@@ -166,6 +168,32 @@ arbiter::cuda::AttentionArgs attention_args(const arb_problem& p, const arb_oper
   return a;
 }
 
+// The MLP launcher's arguments from a problem (and a call's operands and workspace).
+arbiter::cuda::MlpArgs mlp_args(const arb_problem& p, const arb_operands* o, void* workspace) {
+  arbiter::cuda::MlpArgs a;
+  if (o != nullptr) {
+    a.x = o->x;
+    a.weight = o->weight;
+    a.gate = o->gate;
+    a.up = o->up;
+    a.down = o->down;
+    a.y = o->y;
+    a.eps = o->eps;
+  }
+  a.rows = p.rows;
+  a.hidden = p.cols;
+  a.inter = p.inter;
+  a.ld_x = p.ld_x;
+  a.ld_y = p.ld_y;
+  a.ld_gate = p.ld_gate;
+  a.ld_up = p.ld_up;
+  a.ld_down = p.ld_down;
+  a.dtype = static_cast<Dtype>(p.dtype);
+  a.sm_count = device.sm_count;
+  a.workspace = workspace;
+  return a;
+}
+
 bool decode_limits(const arb_problem& p, Why& why) {
   if (!common_limits(p, why)) return false;
   if (p.m > 16) return why.no("m above 16 (decode shapes)");
@@ -252,6 +280,21 @@ arbiter::plugin::Plugin make() {
                     }));
   // Any even dim, strides and alignment: 16-byte vectors where they allow, a pair at a time
   // elsewhere (the launcher looks at the addresses and strides it is given).
+  plugin.kernel(arbiter::plugin::Kernel("mlp_fused", ARB_OP_MLP, kDLCUDA)
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!device_limits(p, why)) return false;
+                      if (p.rows > arbiter::cuda::mlp_max_rows())
+                        return why.no("rows above %lld (decode sizes; the chain's GEMMs serve more)",
+                                      static_cast<long long>(arbiter::cuda::mlp_max_rows()));
+                      if (p.cols + p.inter > (int64_t{1} << 40)) return why.no("hidden + inter above 2^40");
+                      return true;
+                    })
+                    .workspace([](const arb_problem& p) { return arbiter::cuda::mlp_workspace_bytes(mlp_args(p, nullptr, nullptr)); })
+                    .launch([](const Launch& l) {
+                      check_cuda(arbiter::cuda::launch_mlp(mlp_args(l.problem, &l.operands, l.workspace),
+                                                           static_cast<cudaStream_t>(l.stream)),
+                                 "mlp_fused");
+                    }));
   plugin.kernel(arbiter::plugin::Kernel("rope_vec16", ARB_OP_ROPE, kDLCUDA)
                     .supports([](const arb_problem& p, Why& why) {
                       if (!device_limits(p, why)) return false;

@@ -80,6 +80,19 @@ struct AttentionArgs {
   size_t workspace_bytes = 0;
 };
 
+// mlp: y = x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * weight; x and y [rows, hidden],
+// gate and up [inter, hidden], down [hidden, inter] (torch.nn.Linear's layout), row strides in
+// elements. The workspace holds n and h = silu(gate(n)) * up(n) in f32 (mlp_workspace_bytes).
+struct MlpArgs {
+  const void *x = nullptr, *weight = nullptr, *gate = nullptr, *up = nullptr, *down = nullptr;
+  void* y = nullptr;
+  int64_t rows = 0, hidden = 0, inter = 0, ld_x = 0, ld_y = 0, ld_gate = 0, ld_up = 0, ld_down = 0;
+  float eps = 1e-5f;
+  Dtype dtype = Dtype::bf16;
+  int sm_count = 0;  // of the device: the projections' grid
+  void* workspace = nullptr;
+};
+
 // The widest row the register-resident row kernels take: 8 16-byte vectors per thread of a
 // 512-thread block (f32: 16384 columns; f16/bf16: 32768).
 int64_t row_kernel_max_cols(Dtype dtype);
@@ -96,6 +109,13 @@ cudaError_t launch_attention(const AttentionArgs& args, cudaStream_t stream);
 // 128, rows 16-byte aligned, batch and kv_heads up to 65535; no workspace.
 bool attention_sm80_supports_dim(int64_t dim);
 cudaError_t launch_attention_sm80(const AttentionArgs& args, cudaStream_t stream);
+
+// The MLP block for decode sizes (rows up to mlp_max_rows()): the norm, the gate/up projections
+// with the activation, and the down projection with the residual, three kernels on the stream,
+// each weight row read once by one warp; n and h in f32 in the workspace.
+int64_t mlp_max_rows();
+size_t mlp_workspace_bytes(const MlpArgs& args);
+cudaError_t launch_mlp(const MlpArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);
