@@ -193,12 +193,17 @@ ProblemBuffers ProblemBuffers::residual_scale(const std::string& input) const {
   ProblemBuffers scale = *this;
   const Operand* in = find(input);
   if (in == nullptr) fail(ARB_ERR_INTERNAL, "residual_scale: no operand " + input);
+  // The op's own scale of the term where it has one (Op::residual_term_scale), else |y - x|.
+  std::vector<double> term_scale;
+  const Op* op = find_op(problem_.op);
+  const bool own = op != nullptr && op->residual_term_scale(problem_, operands(), term_scale);
   for (Operand& out : scale.operands_) {
     if (!out.is_output) continue;
     for (int64_t r = 0; r < out.rows; ++r)
       for (int64_t c = 0; c < out.cols; ++c) {
         const double x = element(*in, r, c), y = element(out, r, c);
-        store_float(out.buffer.data(), r * out.ld + c, problem_.dtype, static_cast<float>(std::fabs(x) + std::fabs(y - x)));
+        const double value = own ? term_scale[static_cast<size_t>(r * out.cols + c)] : std::fabs(x) + std::fabs(y - x);
+        store_float(out.buffer.data(), r * out.ld + c, problem_.dtype, static_cast<float>(value));
       }
   }
   return scale;

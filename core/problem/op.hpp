@@ -127,6 +127,11 @@ class Op {
   // own sizes. nullptr: the former. (A chain with a nonlinearity on absolute inputs grows like
   // the product of its sums' lengths: no scale of anything.)
   virtual const char* residual_input() const { return nullptr; }
+  // With residual_input: the term's own scale, per output element (rows x cols, row-major):
+  // the magnitudes of the products its last sum adds (mlp: |down| |h|, h computed in fp64 from
+  // the inputs), so that the term's cancellation inside that sum is judged on what was summed.
+  // false: |output - input| stands in for it.
+  virtual bool residual_term_scale(const arb_problem&, const arb_operands&, std::vector<double>&) const { return false; }
 
   // The operands of a problem, in the order the buffers are laid out.
   virtual std::vector<OperandLayout> operands(const arb_problem& problem) const = 0;
