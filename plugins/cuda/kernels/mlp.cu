@@ -6,9 +6,10 @@
 //      token row (the rows' n come from the workspace, through L1 and L2) and writing h[r][j];
 //   3. down: one warp an output column c, reading down row c once: y[r][c] = x[r][c] + down_c . h_r.
 // At decode the weights are nearly all of the block's traffic, and each weight row is read by
-// one warp in coalesced passes (lane i takes elements i, i + 32, ...). The token rows go four
-// at a time through each weight row (their sums in registers); more rows read the row again
-// from L2. The warp sums are shuffles in a fixed order: the result is deterministic.
+// one warp in coalesced passes (lane i takes 16-byte vectors i, i + 32, ..., or elements
+// where the rows are not whole vectors). The token rows go four at a time through each weight
+// row (their sums in registers); more rows read the row again from L2. The warp sums are
+// shuffles in a fixed order: the result is deterministic.
 #include "common.cuh"
 #include "launch.cuh"
 
@@ -46,26 +47,55 @@ __global__ void __launch_bounds__(kThreads) mlp_norm(MlpArgs a) {
 
 // out[i][r] += w_i . act[r] over k, for kRowGroup rows from r0 (rows past the last repeat it:
 // computed, never written) and W weight rows; each lane's share, summed by the caller.
-template <typename T, int W>
+// kVector: the weight rows and k in whole 16-byte vectors (8 bf16 or f16, 4 f32), each lane
+// taking vectors lane, lane + 32, ...; else one element at a time, lane-strided.
+template <typename T, int W, bool kVector>
 __device__ __forceinline__ void dots(const T* const (&w)[W], const float* act, int64_t ld_act, int64_t r0, int64_t rows,
                                      int64_t k, float (&out)[W][kRowGroup]) {
   const float* row[kRowGroup];
 #pragma unroll
   for (int r = 0; r < kRowGroup; ++r) row[r] = act + (r0 + r < rows ? r0 + r : rows - 1) * ld_act;
-  for (int64_t c = threadIdx.x % 32; c < k; c += 32) {
-    float wv[W];
+  const int lane = threadIdx.x % 32;
+  if constexpr (kVector) {
+    using V = Vec16<T>;
+    constexpr int kE = V::kElements;
+    for (int64_t v = lane; v < k / kE; v += 32) {
+      V wv[W];
 #pragma unroll
-    for (int i = 0; i < W; ++i) wv[i] = to_float(__ldg(w[i] + c));
+      for (int i = 0; i < W; ++i) wv[i].load(w[i], static_cast<int>(v));
 #pragma unroll
-    for (int r = 0; r < kRowGroup; ++r) {
-      const float v = row[r][c];
+      for (int r = 0; r < kRowGroup; ++r) {
+        float a[kE];  // the activations, 16-byte aligned: k a multiple of 4 floats, the workspace aligned
 #pragma unroll
-      for (int i = 0; i < W; ++i) out[i][r] += wv[i] * v;
+        for (int q = 0; q < kE / 4; ++q) {
+          const float4 f = reinterpret_cast<const float4*>(row[r] + v * kE)[q];
+          a[4 * q] = f.x;
+          a[4 * q + 1] = f.y;
+          a[4 * q + 2] = f.z;
+          a[4 * q + 3] = f.w;
+        }
+#pragma unroll
+        for (int i = 0; i < W; ++i)
+#pragma unroll
+          for (int e = 0; e < kE; ++e) out[i][r] += wv[i].get(e) * a[e];
+      }
+    }
+  } else {
+    for (int64_t c = lane; c < k; c += 32) {
+      float wv[W];
+#pragma unroll
+      for (int i = 0; i < W; ++i) wv[i] = to_float(__ldg(w[i] + c));
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r) {
+        const float v = row[r][c];
+#pragma unroll
+        for (int i = 0; i < W; ++i) out[i][r] += wv[i] * v;
+      }
     }
   }
 }
 
-template <typename T>
+template <typename T, bool kVector>
 __global__ void __launch_bounds__(kThreads) mlp_projections(MlpArgs a) {
   const float* n = static_cast<const float*>(a.workspace);
   float* h = const_cast<float*>(n) + a.rows * a.hidden;
@@ -74,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) mlp_projections(MlpArgs a) {
     const T* const w[2] = {static_cast<const T*>(a.gate) + j * a.ld_gate, static_cast<const T*>(a.up) + j * a.ld_up};
     for (int64_t r0 = 0; r0 < a.rows; r0 += kRowGroup) {
       float s[2][kRowGroup] = {};
-      dots<T, 2>(w, n, a.hidden, r0, a.rows, a.hidden, s);
+      dots<T, 2, kVector>(w, n, a.hidden, r0, a.rows, a.hidden, s);
 #pragma unroll
       for (int r = 0; r < kRowGroup; ++r) {
         const float g = warp_sum(s[0][r]), u = warp_sum(s[1][r]);
@@ -84,7 +114,7 @@ __global__ void __launch_bounds__(kThreads) mlp_projections(MlpArgs a) {
   }
 }
 
-template <typename T>
+template <typename T, bool kVector>
 __global__ void __launch_bounds__(kThreads) mlp_down(MlpArgs a) {
   const float* h = static_cast<const float*>(a.workspace) + a.rows * a.hidden;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarps;
@@ -92,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) mlp_down(MlpArgs a) {
     const T* const w[1] = {static_cast<const T*>(a.down) + c * a.ld_down};
     for (int64_t r0 = 0; r0 < a.rows; r0 += kRowGroup) {
       float s[1][kRowGroup] = {};
-      dots<T, 1>(w, h, a.inter, r0, a.rows, a.inter, s);
+      dots<T, 1, kVector>(w, h, a.inter, r0, a.rows, a.inter, s);
 #pragma unroll
       for (int r = 0; r < kRowGroup; ++r) {
         const float sum = warp_sum(s[0][r]);
@@ -106,17 +136,33 @@ __global__ void __launch_bounds__(kThreads) mlp_down(MlpArgs a) {
   }
 }
 
+// Are a weight matrix's rows whole 16-byte vectors, each starting on a 16-byte boundary?
 template <typename T>
-cudaError_t launch_typed(const MlpArgs& a, cudaStream_t stream) {
+bool vector_rows(const void* base, int64_t ld, int64_t length) {
+  constexpr int64_t kE = 16 / sizeof(T);
+  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && ld % kE == 0 && length % kE == 0;
+}
+
+template <typename T, bool kVector>
+cudaError_t launch_steps(const MlpArgs& a, cudaStream_t stream) {
   // Enough warps to keep every SM's memory pipes busy: a few blocks an SM.
   const int64_t resident = std::max<int64_t>(1, static_cast<int64_t>(a.sm_count) * 8);
   const auto grid_of = [&](int64_t weight_rows) {
     return dim3(static_cast<unsigned>(std::min({(weight_rows + kWarps - 1) / kWarps, resident, kMaxBlocks})));
   };
   cudaError_t s = launch_kernel(&mlp_norm<T>, dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 0, stream, a);
-  if (s == cudaSuccess) s = launch_kernel(&mlp_projections<T>, grid_of(a.inter), dim3(kThreads), 0, stream, a);
-  if (s == cudaSuccess) s = launch_kernel(&mlp_down<T>, grid_of(a.hidden), dim3(kThreads), 0, stream, a);
+  if (s == cudaSuccess) s = launch_kernel(&mlp_projections<T, kVector>, grid_of(a.inter), dim3(kThreads), 0, stream, a);
+  if (s == cudaSuccess) s = launch_kernel(&mlp_down<T, kVector>, grid_of(a.hidden), dim3(kThreads), 0, stream, a);
   return s;
+}
+
+template <typename T>
+cudaError_t launch_typed(const MlpArgs& a, cudaStream_t stream) {
+  // The workspace (n, then h) is 256-byte aligned; h starts 16-byte aligned when hidden is a
+  // multiple of 4 floats, which a vector of T's elements implies.
+  const bool vectors = vector_rows<T>(a.gate, a.ld_gate, a.hidden) && vector_rows<T>(a.up, a.ld_up, a.hidden) &&
+                       vector_rows<T>(a.down, a.ld_down, a.inter) && reinterpret_cast<uintptr_t>(a.workspace) % 16 == 0;
+  return vectors ? launch_steps<T, true>(a, stream) : launch_steps<T, false>(a, stream);
 }
 
 }  // namespace
