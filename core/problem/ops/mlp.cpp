@@ -106,9 +106,12 @@ class Mlp final : public Op {
     scale.assign(static_cast<size_t>(p.rows * p.cols), 0.0);
     for (int64_t r = 0; r < p.rows; ++r) {
       double sum_sq = 0;
-      for (int64_t c = 0; c < p.cols; ++c) sum_sq += at(o.x, r * p.ld_x + c) * at(o.x, r * p.ld_x + c);
+      for (int64_t c = 0; c < p.cols; ++c) {
+        n[c] = at(o.x, r * p.ld_x + c);  // x's row first, then the norm of it
+        sum_sq += n[c] * n[c];
+      }
       const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(p.cols) + o.eps);
-      for (int64_t c = 0; c < p.cols; ++c) n[c] = at(o.x, r * p.ld_x + c) * inv * at(o.weight, c);
+      for (int64_t c = 0; c < p.cols; ++c) n[c] = n[c] * inv * at(o.weight, c);
       for (int64_t j = 0; j < p.inter; ++j) {
         double g = 0, u = 0;
         for (int64_t c = 0; c < p.cols; ++c) {
@@ -179,7 +182,7 @@ class Mlp final : public Op {
   std::vector<InputDraw> hard_inputs(const arb_problem& p) const override {
     const bool f16 = p.dtype == ARB_DTYPE_F16, bf16 = p.dtype == ARB_DTYPE_BF16;
     InputDraw scaled{f16 ? "rows of magnitude 0.25 to 2" : bf16 ? "rows of magnitude 0.25 to 4" : "rows of magnitude 1e-2 to 1e2"};
-    scaled.low_scale = f16 ? 0.25 : bf16 ? 0.25 : 1e-2;
+    scaled.low_scale = f16 || bf16 ? 0.25 : 1e-2;
     scaled.high_scale = f16 ? 2.0 : bf16 ? 4.0 : 1e2;
     InputDraw outliers{f16 ? "one element of magnitude 4 per row" : bf16 ? "one element of magnitude 8 per row"
                                                                         : "one element of magnitude 30 per row"};
