@@ -163,3 +163,33 @@ TEST_CASE("selection cache: many keys, growth, every key found again") {
     CHECK(cache.find(word, problem_hash(word, words), words).value == nullptr);
   }
 }
+
+TEST_CASE("selection cache: problems that differ only in what the hash skips are told apart") {
+  // The hash reads the op, dtype and sizes (kHashedProblemWords): these all share one hash, so
+  // they share a neighbourhood of slots, and the compare alone tells them apart.
+  const std::vector<std::string> texts = {
+      "gemm f32 m=64 n=64 k=64",          "gemm f32 m=64 n=64 k=64 lda=80", "gemm f32 m=64 n=64 k=64 ldb=80",
+      "gemm f32 m=64 n=64 k=64 ta=1",     "gemm f32 m=64 n=64 k=64 tb=1",   "gemm f32 m=64 n=64 k=64 act=relu",
+      "gemm f32 m=64 n=64 k=64 beta=1",   "gemm f32 m=64 n=64 k=64 bias=1", "gemm f32 m=64 n=64 k=64 align=16",
+      "gemm f32 m=64 n=64 k=64 device=cuda"};
+  SelectionCache<size_t> cache;
+  std::vector<size_t> values(texts.size());
+  std::vector<arb_problem> keys;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    keys.push_back(parse_problem(texts[i]).problem);
+    CHECK_MESSAGE(problem_hash(keys[i]) == problem_hash(keys[0]), texts[i]);
+    for (size_t j = 0; j < i; ++j) CHECK_MESSAGE(!same_problem(keys[i], keys[j]), texts[i] << " vs " << texts[j]);
+    values[i] = i;
+    REQUIRE(cache.find(keys[i], problem_hash(keys[i])) == nullptr);
+    cache.insert(keys[i], problem_hash(keys[i]), &values[i]);
+  }
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const size_t* v = cache.find(keys[i], problem_hash(keys[i]));
+    REQUIRE(v != nullptr);
+    CHECK_MESSAGE(*v == i, texts[i]);
+  }
+  // Attention's sizes are hashed: a decode loop's growing kv_len spreads over the table rather
+  // than piling into one neighbourhood.
+  CHECK(problem_hash(parse_problem("attention f32 q=1 kv=100 heads=8 dim=64").problem) !=
+        problem_hash(parse_problem("attention f32 q=1 kv=101 heads=8 dim=64").problem));
+}

@@ -91,9 +91,22 @@ inline constexpr auto kProblemHashMultipliers = [] {
   for (uint64_t& v : m) v = ((k += 0xd6e8feb86659fd93ull) >> 33) | 1u;  // below 2^31
   return m;
 }();
+// The words the hash reads: the op and dtype, and the sizes (gemm's m, n, k and batch; the
+// row ops' rows and cols; rope's and attention's heads, q_len, kv_len and kv_heads; mlp's
+// inter). Problems that differ only in strides, alignment or flags share a slot's
+// neighbourhood and are told apart by the compare, which reads every word of the op; hashing
+// those words too cost each gemm call 16 instructions more (bench/dispatch_overhead.sh).
+inline constexpr ProblemWords kHashedProblemWords =
+    problem_words(offsetof(arb_problem, op), offsetof(arb_problem, dtype) + sizeof(int32_t)) |
+    problem_words(offsetof(arb_problem, m), offsetof(arb_problem, batch) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, cols) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, heads), offsetof(arb_problem, heads) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, q_len), offsetof(arb_problem, kv_heads) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, inter), offsetof(arb_problem, inter) + sizeof(int64_t));
 // The hash of the words word_at(i) gives (problem_word(), or a problem's words as values).
 template <typename WordAt>
 inline uint64_t hash_of_words(WordAt word_at, ProblemWords words) noexcept {
+  words &= kHashedProblemWords;
   uint64_t h = 0;
 #pragma GCC unroll 64
   for (size_t i = 0; i < kProblemWords; ++i)

@@ -47,15 +47,21 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
   if (args->activation < ARB_ACT_NONE || args->activation > ARB_ACT_SILU) return false;
   Kind kind;
   Span a, b, d;
-  // d right after a and each overlap test as soon as its two spans are known: fewer spans live
-  // at once (the order decides nothing: any refusal goes to the detailed checks).
-  if (!first_matrix(args->a, kind, a) || !matrix(args->d, kind, d) || overlap(d, a)) return false;
-  if (!matrix(args->b, kind, b) || overlap(d, b)) return false;
-  // m and n are d's (once op(a) and op(b) agree with it), k op(a)'s columns.
-  const int64_t m = d.rows, n = d.cols, k = trans_a ? a.rows : a.cols;
-  if ((trans_a ? a.cols : a.rows) != m || (trans_b ? b.rows : b.cols) != n || (trans_b ? b.cols : b.rows) != k)
+  // d first: it gives m and n. Each operand is stored, and each overlap test runs, as soon as
+  // its span is known, so that few values are live at once (the order decides nothing: any
+  // refusal goes to the detailed checks).
+  start_operands(o);
+  if (!first_matrix(args->d, kind, d)) return false;
+  o.d = d.data;
+  const int64_t m = d.rows, n = d.cols;
+  if (!matrix(args->a, kind, a) || overlap(d, a) || (trans_a ? a.cols : a.rows) != m) return false;
+  o.a = a.data;
+  const int64_t k = trans_a ? a.rows : a.cols;  // op(a)'s columns
+  if (!matrix(args->b, kind, b) || overlap(d, b) || (trans_b ? b.rows : b.cols) != n ||
+      (trans_b ? b.cols : b.rows) != k)
     return false;
-  start_call(ARB_OP_GEMM, kind, p, o);
+  o.b = b.data;
+  start_problem(ARB_OP_GEMM, kind, p);
   ARBITER_FAST_SET(p, m, m);
   ARBITER_FAST_SET(p, n, n);
   ARBITER_FAST_SET(p, k, k);
@@ -65,9 +71,6 @@ constexpr ProblemWords fast_problem_words(const arb_swiglu_args*) { return kSwig
   ARBITER_FAST_SET(p, ldd, d.ld);
   p.set<offsetof(arb_problem, trans_a), uint64_t>(transposes);  // trans_a and trans_b
   ARBITER_FAST_SET(p, activation, args->activation);
-  o.a = a.data;
-  o.b = b.data;
-  o.d = d.data;
   o.alpha = args->alpha;
   o.beta = args->beta;
   uint64_t addresses = address(a.data) | address(b.data) | address(d.data);
