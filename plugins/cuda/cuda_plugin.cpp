@@ -8,6 +8,8 @@
 //   swiglu_vec16        silu(gate) * up, a grid striding over 16-byte vectors
 //   mlp_fused           the Llama MLP block at decode sizes: norm, gate/up with the activation,
 //                       down with the residual; a warp a weight row, n and h f32 in the workspace
+//   mlp_persistent      the same block in one launch: a persistent grid over chunks of the
+//                       intermediates, h in shared memory, down's partial sums added atomically
 //   rope_vec16          rotary embedding in place: 16-byte vectors of pairs (a pair a thread where
 //                       the dim or alignment does not allow), each cos and sin reused over heads
 //   attention_splitkv   attention split over the keys (flash-decoding): chunks of 128-key tiles
@@ -168,6 +170,16 @@ arbiter::cuda::AttentionArgs attention_args(const arb_problem& p, const arb_oper
   return a;
 }
 
+// Both MLP-block kernels' limits: decode sizes.
+bool mlp_supported(const arb_problem& p, Why& why) {
+  if (!device_limits(p, why)) return false;
+  if (p.rows > arbiter::cuda::mlp_max_rows())
+    return why.no("rows above %lld (decode sizes; the chain's GEMMs serve more)",
+                  static_cast<long long>(arbiter::cuda::mlp_max_rows()));
+  if (p.cols + p.inter > (int64_t{1} << 40)) return why.no("hidden + inter above 2^40");
+  return true;
+}
+
 // The MLP launcher's arguments from a problem (and a call's operands and workspace).
 arbiter::cuda::MlpArgs mlp_args(const arb_problem& p, const arb_operands* o, void* workspace) {
   arbiter::cuda::MlpArgs a;
@@ -281,19 +293,23 @@ arbiter::plugin::Plugin make() {
   // Any even dim, strides and alignment: 16-byte vectors where they allow, a pair at a time
   // elsewhere (the launcher looks at the addresses and strides it is given).
   plugin.kernel(arbiter::plugin::Kernel("mlp_fused", ARB_OP_MLP, kDLCUDA)
-                    .supports([](const arb_problem& p, Why& why) {
-                      if (!device_limits(p, why)) return false;
-                      if (p.rows > arbiter::cuda::mlp_max_rows())
-                        return why.no("rows above %lld (decode sizes; the chain's GEMMs serve more)",
-                                      static_cast<long long>(arbiter::cuda::mlp_max_rows()));
-                      if (p.cols + p.inter > (int64_t{1} << 40)) return why.no("hidden + inter above 2^40");
-                      return true;
-                    })
+                    .supports(mlp_supported)
                     .workspace([](const arb_problem& p) { return arbiter::cuda::mlp_workspace_bytes(mlp_args(p, nullptr, nullptr)); })
                     .launch([](const Launch& l) {
                       check_cuda(arbiter::cuda::launch_mlp(mlp_args(l.problem, &l.operands, l.workspace),
                                                            static_cast<cudaStream_t>(l.stream)),
                                  "mlp_fused");
+                    }));
+  // The same limits in one launch (after a memset of its accumulator).
+  plugin.kernel(arbiter::plugin::Kernel("mlp_persistent", ARB_OP_MLP, kDLCUDA)
+                    .supports(mlp_supported)
+                    .workspace([](const arb_problem& p) {
+                      return arbiter::cuda::mlp_persistent_workspace_bytes(mlp_args(p, nullptr, nullptr));
+                    })
+                    .launch([](const Launch& l) {
+                      check_cuda(arbiter::cuda::launch_mlp_persistent(mlp_args(l.problem, &l.operands, l.workspace),
+                                                                      static_cast<cudaStream_t>(l.stream)),
+                                 "mlp_persistent");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("rope_vec16", ARB_OP_ROPE, kDLCUDA)
                     .supports([](const arb_problem& p, Why& why) {

@@ -82,7 +82,7 @@ struct AttentionArgs {
 
 // mlp: y = x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * weight; x and y [rows, hidden],
 // gate and up [inter, hidden], down [hidden, inter] (torch.nn.Linear's layout), row strides in
-// elements. The workspace holds n and h = silu(gate(n)) * up(n) in f32 (mlp_workspace_bytes).
+// elements. Each launcher sizes its own workspace (mlp_workspace_bytes, mlp_persistent_workspace_bytes).
 struct MlpArgs {
   const void *x = nullptr, *weight = nullptr, *gate = nullptr, *up = nullptr, *down = nullptr;
   void* y = nullptr;
@@ -116,6 +116,11 @@ cudaError_t launch_attention_sm80(const AttentionArgs& args, cudaStream_t stream
 int64_t mlp_max_rows();
 size_t mlp_workspace_bytes(const MlpArgs& args);
 cudaError_t launch_mlp(const MlpArgs& args, cudaStream_t stream);
+// The same block in one launch (after a memset of its workspace): a persistent grid over chunks
+// of the intermediates, h in shared memory, the down projection's partial sums added into an
+// f32 accumulator in the workspace, which the last block to finish adds to x into y.
+size_t mlp_persistent_workspace_bytes(const MlpArgs& args);
+cudaError_t launch_mlp_persistent(const MlpArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);

@@ -30,9 +30,12 @@ inline int __syncthreads_or(int predicate, Where w = Where::current()) {
   return arbiter::emu::syncthreads_count(predicate != 0, w) > 0;
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu, Where w = Where::current()) { arbiter::emu::syncwarp(mask, w); }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+// Every fiber of a launch runs on the launching host thread, so a fence need only keep the
+// compiler from moving memory accesses across it (a thread fence would also draw GCC's -Wtsan
+// under the race check's instrumentation).
+inline void __threadfence() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+inline void __threadfence_system() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
 // ---- shuffles and votes: 32-bit words through the scheduler -------------------------------------
 template <typename T>

@@ -12,6 +12,7 @@
 // shuffles in a fixed order: the result is deterministic.
 #include "common.cuh"
 #include "launch.cuh"
+#include "mlp_common.cuh"
 
 #include <algorithm>
 
@@ -20,15 +21,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kRowGroup = 4;       // token rows sharing each pass over a weight row
-constexpr int64_t kMaxRows = 64;   // decode sizes; the chain's GEMMs serve more
-constexpr int64_t kMaxBlocks = 65535;
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) mlp_norm(MlpArgs a) {
@@ -136,19 +128,12 @@ __global__ void __launch_bounds__(kThreads) mlp_down(MlpArgs a) {
   }
 }
 
-// Are a weight matrix's rows whole 16-byte vectors, each starting on a 16-byte boundary?
-template <typename T>
-bool vector_rows(const void* base, int64_t ld, int64_t length) {
-  constexpr int64_t kE = 16 / sizeof(T);
-  return reinterpret_cast<uintptr_t>(base) % 16 == 0 && ld % kE == 0 && length % kE == 0;
-}
-
 template <typename T, bool kVector>
 cudaError_t launch_steps(const MlpArgs& a, cudaStream_t stream) {
   // Enough warps to keep every SM's memory pipes busy: a few blocks an SM.
   const int64_t resident = std::max<int64_t>(1, static_cast<int64_t>(a.sm_count) * 8);
   const auto grid_of = [&](int64_t weight_rows) {
-    return dim3(static_cast<unsigned>(std::min({(weight_rows + kWarps - 1) / kWarps, resident, kMaxBlocks})));
+    return dim3(static_cast<unsigned>(std::min({(weight_rows + kWarps - 1) / kWarps, resident, kMaxGridBlocks})));
   };
   cudaError_t s = launch_kernel(&mlp_norm<T>, dim3(static_cast<unsigned>(a.rows)), dim3(kThreads), 0, stream, a);
   if (s == cudaSuccess) s = launch_kernel(&mlp_projections<T, kVector>, grid_of(a.inter), dim3(kThreads), 0, stream, a);
@@ -167,14 +152,14 @@ cudaError_t launch_typed(const MlpArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-int64_t mlp_max_rows() { return kMaxRows; }
+int64_t mlp_max_rows() { return kMlpMaxRows; }
 
 size_t mlp_workspace_bytes(const MlpArgs& a) {
   return static_cast<size_t>(a.rows) * static_cast<size_t>(a.hidden + a.inter) * sizeof(float);
 }
 
 cudaError_t launch_mlp(const MlpArgs& a, cudaStream_t stream) {
-  if (a.rows < 1 || a.rows > kMaxRows || a.hidden < 1 || a.inter < 1 || a.workspace == nullptr) return cudaErrorInvalidValue;
+  if (a.rows < 1 || a.rows > kMlpMaxRows || a.hidden < 1 || a.inter < 1 || a.workspace == nullptr) return cudaErrorInvalidValue;
   switch (a.dtype) {
     case Dtype::f32: return launch_typed<float>(a, stream);
     case Dtype::f16: return launch_typed<__half>(a, stream);

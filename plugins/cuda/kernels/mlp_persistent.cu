@@ -1,0 +1,235 @@
+// The Llama MLP block in one kernel launch, for decode sizes: y = x + down(silu(gate(n)) * up(n)),
+// n = rmsnorm(x) * weight. A persistent grid (a few blocks an SM) strides over chunks of the
+// intermediate dimension, one cache line of a down row wide (64 intermediates in f16/bf16, 32
+// in f32). For each of its chunks a block
+//   1. computes h = silu(gate(n)) * up(n) of the chunk for every token row, into shared memory:
+//      a warp an intermediate, reading its gate and up rows once for every four token rows,
+//      with n formed on the fly from x, the norm weight and the row's scale (each block
+//      computes the rows' scales once, from x);
+//   2. multiplies that h by the chunk's columns of down, a thread an output column, and adds
+//      the partial sums into an f32 accumulator in the workspace (atomic adds);
+// and the last block to finish (a ticket counter in the workspace) writes y = x + accumulator.
+// The accumulator and the counter are zeroed by a memset on the stream before the launch.
+//
+// Against cuda.mlp_fused's three launches: no gaps between launches and no round trip of n and
+// h through global memory, every weight element still read once; the price is the x rows read
+// by every block, rows x hidden atomic adds per chunk, and a y whose f32 sums are added in the
+// order the chunks finish (within the gate's tolerance, but not bit-reproducible run to run).
+#include "common.cuh"
+#include "launch.cuh"
+#include "mlp_common.cuh"
+
+#include <algorithm>
+
+namespace arbiter::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kChunkBytes = 128;     // of a down row per chunk: one cache line an output column
+constexpr int kMaxChunk = kChunkBytes / 2;  // intermediates per chunk, f16/bf16 (f32: half)
+constexpr size_t kCounterBytes = 256;  // the ticket counter, ahead of the 256-byte aligned accumulator
+
+template <typename T>
+constexpr int kChunkOf = kChunkBytes / static_cast<int>(sizeof(T));
+
+// The workspace: the ticket counter, then the accumulator [rows, hidden] in f32.
+__device__ __forceinline__ unsigned* ticket_counter(const MlpArgs& a) { return static_cast<unsigned*>(a.workspace); }
+__device__ __forceinline__ float* accumulator(const MlpArgs& a) {
+  return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + kCounterBytes);
+}
+
+// out[i][r] += w_i . (x[r0 + r] * norm weight) over hidden, for kRowGroup rows from r0 (rows
+// past the last repeat it: computed, never used) and W weight rows; each lane's share, summed
+// by the caller, and without the rows' scales (the caller multiplies by them). kVector: rows of
+// x, the norm weight and the weight rows in whole 16-byte vectors, lane taking vectors lane,
+// lane + 32, ...; else one element at a time, lane-strided.
+template <typename T, int W, bool kVector>
+__device__ __forceinline__ void normed_dots(const MlpArgs& a, const T* const (&w)[W], int64_t r0,
+                                            float (&out)[W][kRowGroup]) {
+  const T* row[kRowGroup];
+#pragma unroll
+  for (int r = 0; r < kRowGroup; ++r) row[r] = static_cast<const T*>(a.x) + (r0 + r < a.rows ? r0 + r : a.rows - 1) * a.ld_x;
+  const T* norm_weight = static_cast<const T*>(a.weight);
+  const int lane = threadIdx.x % 32;
+  if constexpr (kVector) {
+    using V = Vec16<T>;
+    constexpr int kE = V::kElements;
+    for (int64_t v = lane; v < a.hidden / kE; v += 32) {
+      V wv[W], nw;
+#pragma unroll
+      for (int i = 0; i < W; ++i) wv[i].load(w[i], static_cast<int>(v));
+      nw.load(norm_weight, static_cast<int>(v));
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r) {
+        V xv;
+        xv.load(row[r], static_cast<int>(v));
+#pragma unroll
+        for (int e = 0; e < kE; ++e) {
+          const float n = xv.get(e) * nw.get(e);
+#pragma unroll
+          for (int i = 0; i < W; ++i) out[i][r] += wv[i].get(e) * n;
+        }
+      }
+    }
+  } else {
+    for (int64_t c = lane; c < a.hidden; c += 32) {
+      float wv[W];
+#pragma unroll
+      for (int i = 0; i < W; ++i) wv[i] = to_float(__ldg(w[i] + c));
+      const float nw = to_float(__ldg(norm_weight + c));
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r) {
+        const float n = to_float(__ldg(row[r] + c)) * nw;
+#pragma unroll
+        for (int i = 0; i < W; ++i) out[i][r] += wv[i] * n;
+      }
+    }
+  }
+}
+
+// Step 1 for the chunk of `length` intermediates from j0: h[r][jj] for every row r.
+template <typename T, bool kVector>
+__device__ __forceinline__ void chunk_activations(const MlpArgs& a, const float* scale, int64_t j0, int length,
+                                                  float (*h)[kMaxChunk]) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int jj = warp; jj < length; jj += kWarps) {
+    const int64_t j = j0 + jj;
+    const T* const w[2] = {static_cast<const T*>(a.gate) + j * a.ld_gate, static_cast<const T*>(a.up) + j * a.ld_up};
+    for (int64_t r0 = 0; r0 < a.rows; r0 += kRowGroup) {
+      float s[2][kRowGroup] = {};
+      normed_dots<T, 2, kVector>(a, w, r0, s);
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r) {
+        const float g = warp_sum(s[0][r]), u = warp_sum(s[1][r]);
+        if (lane == 0 && r0 + r < a.rows) {
+          const float sg = g * scale[r0 + r], su = u * scale[r0 + r];
+          h[r0 + r][jj] = sg / (1.0f + expf(-sg)) * su;
+        }
+      }
+    }
+  }
+}
+
+// Step 2: acc[r][c] += down[c][j0 .. j0 + length) . h[r] for every output column c (a thread
+// each) and row r. kVector: down's rows in whole 16-byte vectors (and so the chunk, a multiple
+// of one vector unless it is inter's tail, which the caller sends here only when whole).
+template <typename T, bool kVector>
+__device__ __forceinline__ void chunk_down(const MlpArgs& a, int64_t j0, int length, const float (*h)[kMaxChunk]) {
+  float* acc = accumulator(a);
+  for (int64_t c = threadIdx.x; c < a.hidden; c += kThreads) {
+    const T* d = static_cast<const T*>(a.down) + c * a.ld_down + j0;
+    for (int64_t r0 = 0; r0 < a.rows; r0 += kRowGroup) {
+      float sum[kRowGroup] = {};
+      const int64_t rn = r0 + kRowGroup <= a.rows ? kRowGroup : a.rows - r0;
+      if constexpr (kVector) {
+        using V = Vec16<T>;
+        constexpr int kE = V::kElements;
+        for (int v = 0; v < length / kE; ++v) {
+          V dv;
+          dv.load(d, v);
+#pragma unroll
+          for (int e = 0; e < kE; ++e) {
+            const float de = dv.get(e);
+#pragma unroll
+            for (int r = 0; r < kRowGroup; ++r)
+              if (r < rn) sum[r] += de * h[r0 + r][v * kE + e];
+          }
+        }
+      } else {
+        for (int jj = 0; jj < length; ++jj) {
+          const float de = to_float(__ldg(d + jj));
+#pragma unroll
+          for (int r = 0; r < kRowGroup; ++r)
+            if (r < rn) sum[r] += de * h[r0 + r][jj];
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < kRowGroup; ++r)
+        if (r < rn) atomicAdd(acc + (r0 + r) * a.hidden + c, sum[r]);
+    }
+  }
+}
+
+template <typename T, bool kVector>
+__global__ void __launch_bounds__(kThreads) mlp_persistent(MlpArgs a) {
+  __shared__ float scale[kMlpMaxRows];
+  __shared__ float h[kMlpMaxRows][kMaxChunk];
+  __shared__ bool last;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // The rows' RMS scales, a warp a row.
+  for (int64_t r = warp; r < a.rows; r += kWarps) {
+    const T* x = static_cast<const T*>(a.x) + r * a.ld_x;
+    float sum = 0.0f;
+    for (int64_t c = lane; c < a.hidden; c += 32) {
+      const float v = to_float(__ldg(x + c));
+      sum += v * v;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) scale[r] = rsqrtf(sum / static_cast<float>(a.hidden) + a.eps);
+  }
+  __syncthreads();
+
+  constexpr int kChunk = kChunkOf<T>;
+  const int64_t chunks = (a.inter + kChunk - 1) / kChunk;
+  for (int64_t chunk = blockIdx.x; chunk < chunks; chunk += gridDim.x) {
+    const int64_t j0 = chunk * kChunk;
+    const int length = static_cast<int>(a.inter - j0 < kChunk ? a.inter - j0 : kChunk);
+    chunk_activations<T, kVector>(a, scale, j0, length, h);
+    __syncthreads();
+    if (kVector && length % Vec16<T>::kElements == 0)
+      chunk_down<T, kVector>(a, j0, length, h);
+    else
+      chunk_down<T, false>(a, j0, length, h);
+    __syncthreads();  // h is rewritten by the next chunk
+  }
+
+  // Every block's adds reach the accumulator before its ticket is taken; the block that takes
+  // the last ticket sees them all.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(ticket_counter(a), 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* acc = accumulator(a);
+  for (int64_t i = threadIdx.x; i < a.rows * a.hidden; i += kThreads) {
+    const int64_t r = i / a.hidden, c = i % a.hidden;
+    static_cast<T*>(a.y)[r * a.ld_y + c] =
+        from_float<T>(to_float(static_cast<const T*>(a.x)[r * a.ld_x + c]) + __ldcg(acc + i));
+  }
+}
+
+template <typename T>
+cudaError_t launch_typed(const MlpArgs& a, cudaStream_t stream) {
+  constexpr int kChunk = kChunkOf<T>;
+  const int64_t chunks = (a.inter + kChunk - 1) / kChunk;
+  const int64_t resident = std::max<int64_t>(1, static_cast<int64_t>(a.sm_count) * 4);
+  const dim3 grid(static_cast<unsigned>(std::min({chunks, resident, kMaxGridBlocks})));
+  const bool vectors = vector_rows<T>(a.x, a.ld_x, a.hidden) && vector_rows<T>(a.weight, 0, a.hidden) &&
+                       vector_rows<T>(a.gate, a.ld_gate, a.hidden) && vector_rows<T>(a.up, a.ld_up, a.hidden) &&
+                       vector_rows<T>(a.down, a.ld_down, a.inter);
+  cudaError_t s = cudaMemsetAsync(a.workspace, 0, mlp_persistent_workspace_bytes(a), stream);
+  if (s != cudaSuccess) return s;
+  return vectors ? launch_kernel(&mlp_persistent<T, true>, grid, dim3(kThreads), 0, stream, a)
+                 : launch_kernel(&mlp_persistent<T, false>, grid, dim3(kThreads), 0, stream, a);
+}
+
+}  // namespace
+
+size_t mlp_persistent_workspace_bytes(const MlpArgs& a) {
+  return kCounterBytes + static_cast<size_t>(a.rows) * static_cast<size_t>(a.hidden) * sizeof(float);
+}
+
+cudaError_t launch_mlp_persistent(const MlpArgs& a, cudaStream_t stream) {
+  if (a.rows < 1 || a.rows > kMlpMaxRows || a.hidden < 1 || a.inter < 1 || a.workspace == nullptr)
+    return cudaErrorInvalidValue;
+  switch (a.dtype) {
+    case Dtype::f32: return launch_typed<float>(a, stream);
+    case Dtype::f16: return launch_typed<__half>(a, stream);
+    default: return launch_typed<__nv_bfloat16>(a, stream);
+  }
+}
+
+}  // namespace arbiter::cuda
