@@ -43,11 +43,20 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
   alignment_mask_ = (static_cast<uint64_t>(problem_.alignment) - 1) | element_misalignment_;
   for (int i = 0; i < ARB_PLAN_MAX_TENSORS; ++i) {
     names_[i] = slots[i].name;
+    if (names_[i] != nullptr) tensor_count_ = i + 1;
+    if (slots[i].derived_from >= 0) {
+      if (derived_.slot >= 0 || slots[i].tensor != nullptr || slots[slots[i].derived_from].tensor == nullptr)
+        fail(ARB_ERR_INTERNAL, "arb_plan_create: the op derives an address the plan cannot (one, from a used slot)");
+      derived_ = {static_cast<int8_t>(i), static_cast<int8_t>(slots[i].derived_from),
+                  static_cast<uint32_t>(slots[i].offset), slots[i].derived_bytes};
+    }
     used_[i] = slots[i].tensor != nullptr;
     if (!used_[i]) continue;
     bytes_[i] = span_of(*slots[i].tensor);
     uses_[used_count_++] = {static_cast<int8_t>(i), static_cast<uint32_t>(slots[i].offset), UINT64_MAX - bytes_[i]};
   }
+  slots_read_ = slots_read(tensor_count_);
+  least_struct_size_ = struct_size_holding(slots_read_);
   // Every output against every other tensor it must not overlap (or must be).
   unsigned used_mask = 0, output_mask = 0;
   for (int k = 0; k < used_count_; ++k) {
@@ -73,13 +82,19 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
   for (int k = 0; k < used_count_; ++k)
     std::memcpy(reinterpret_cast<char*>(&started) + uses_[k].offset,
                 reinterpret_cast<const char*>(&call.operands) + uses_[k].offset, sizeof(void*));
+  if (derived_.slot >= 0) {
+    const uint64_t address = reinterpret_cast<uint64_t>(slots[derived_.from].tensor->data) +
+                             slots[derived_.from].tensor->byte_offset + derived_.bytes;
+    std::memcpy(reinterpret_cast<char*>(&started) + derived_.offset, &address, sizeof address);
+  }
   if (std::memcmp(&started, &call.operands, sizeof started) != 0)
     fail(ARB_ERR_INTERNAL, "arb_plan_create: the op's operands hold an address that no tensor of the plan gives");
-  binder_ = binder_for(used_mask, pair_count_);
-  // A listed layout: the same slots, outputs and offsets.
+  // A listed layout: the same tensors, slots, outputs, offsets and derived address.
   for (int i = 0; i < kPlanLayoutCount && layout_ < 0; ++i) {
     const PlanLayout& layout = kPlanLayouts[i];
-    bool same = layout.used == used_mask && layout.outputs == output_mask;
+    bool same = layout.tensors == tensor_count_ && layout.used == used_mask && layout.outputs == output_mask &&
+                layout.derived == derived_.slot && layout.derived_from == derived_.from &&
+                (derived_.slot < 0 || layout.offset[derived_.slot] == derived_.offset);
     for (int k = 0; same && k < used_count_; ++k) same = layout.offset[uses_[k].slot] == uses_[k].offset;
     if (same) layout_ = i;
   }
@@ -88,21 +103,37 @@ Plan::Plan(Context& context, const Op& op, const void* args) : context_(context)
   generation_.store(generation, std::memory_order_release);
 }
 
-Plan::Binder Plan::binder_for(unsigned used_mask, int pairs) {
-  // table[mask][pairs] = &bind_fixed<mask, pairs>, for every set of used slots and 0..kMaxPairs pairs.
-  constexpr unsigned kMasks = 1u << kSlots;
-  constexpr auto row = []<unsigned kMask, int... kPairs>(std::integral_constant<unsigned, kMask>,
-                                                         std::integer_sequence<int, kPairs...>) {
-    return std::array<Binder, kMaxPairs + 1>{&bind_fixed<kMask, kPairs>...};
-  };
-  constexpr auto table = []<unsigned... kMask>(std::integer_sequence<unsigned, kMask...>, auto row) {
-    return std::array<std::array<Binder, kMaxPairs + 1>, kMasks>{
-        row(std::integral_constant<unsigned, kMask>{}, std::make_integer_sequence<int, kMaxPairs + 1>{})...};
-  }(std::make_integer_sequence<unsigned, kMasks>{}, row);
-  if (used_mask >= kMasks || pairs < 0 || pairs > kMaxPairs)
-    fail(ARB_ERR_INTERNAL,
-         fmt::format("arb_plan_create: slots {:#x} and {} pairs is past the plan's limits", used_mask, pairs));
-  return table[used_mask][pairs];
+bool Plan::bind_any(const arb_plan_operands& data, arb_operands& operands) const {
+  uint64_t stray = 0;  // the slots the op does not use must be NULL
+  uint64_t addresses = 0;
+  bool bad = false;
+  for (int slot = 0, used = 0; slot < slots_read_; ++slot) {
+    const auto address = reinterpret_cast<uint64_t>(data.tensors[slot]);
+    if (!used_[slot]) {
+      stray |= address;
+      continue;
+    }
+    const Use& use = uses_[used++];
+    bad |= address - 1 >= use.last_start;  // NULL (wraps to the top) or spans past the address space
+    addresses |= address;
+    std::memcpy(reinterpret_cast<char*>(&operands) + use.offset, &address, sizeof address);
+  }
+  for (int k = 0; k < pair_count_; ++k) {
+    const Pair& pair = pairs_[k];
+    const uint64_t distance = reinterpret_cast<uint64_t>(data.tensors[pair.output]) -
+                              reinterpret_cast<uint64_t>(data.tensors[pair.input]);
+    bad |= distance + pair.shift < pair.limit;
+  }
+  if (bad || stray != 0) refuse(data);
+  if (derived_.slot >= 0) {
+    const uint64_t address = reinterpret_cast<uint64_t>(data.tensors[derived_.from]) + derived_.bytes;
+    std::memcpy(reinterpret_cast<char*>(&operands) + derived_.offset, &address, sizeof address);
+  }
+  // One test for the common case: aligned as the plan's addresses were (which includes the
+  // dtype's alignment). Otherwise refused (not aligned for the dtype) or less aligned.
+  if ((addresses & alignment_mask_) == 0) return true;
+  if ((addresses & element_misalignment_) != 0) refuse(data);
+  return false;
 }
 
 const Selection& Plan::select_again() {
@@ -120,8 +151,10 @@ void Plan::run_attended(const arb_operands& operands, void* stream) {
 }
 
 void Plan::run_less_aligned(const arb_plan_operands& data, const arb_operands& operands, void* stream) {
+  // A derived address lies a multiple of a row stride past its source: the strides' alignment
+  // below covers it.
   uint64_t addresses = 0;
-  for (int i = 0; i < kSlots; ++i) addresses |= reinterpret_cast<uint64_t>(data.tensors[i]);
+  for (int i = 0; i < slots_read_; ++i) addresses |= reinterpret_cast<uint64_t>(data.tensors[i]);
   arb_problem problem = problem_;
   problem.alignment = alignment_class({addresses, static_cast<uint64_t>(stride_alignment(problem_))});
   context_.run(problem, operands, stream);
@@ -131,8 +164,19 @@ void Plan::refuse(const arb_plan_operands& data) const {
   auto name = [&](int i) { return fmt::format("tensors[{}] ({})", i, names_[i] ? names_[i] : "past the op's last"); };
   if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE)
     fail(ARB_ERR_INVALID_ARGUMENT, "arb_plan_run: operands->struct_size is below the minimum (set it to sizeof)");
-  for (int slot = 0; slot < kSlots; ++slot) {
+  if (data.struct_size < least_struct_size_)
+    fail(ARB_ERR_INVALID_ARGUMENT,
+         fmt::format("arb_plan_run: operands->struct_size = {} is too small for {}'s {} tensors: it holds {} (an "
+                     "arb_plan_operands from before 1.8); a run needs {} or more (build against arbiter 1.8 or "
+                     "later and set it to sizeof)",
+                     data.struct_size, op_name(problem_.op), tensor_count_,
+                     (data.struct_size - offsetof(arb_plan_operands, tensors)) / sizeof(void*), least_struct_size_));
+  for (int slot = 0; slot < slots_read_; ++slot) {
     const auto address = reinterpret_cast<uint64_t>(data.tensors[slot]);
+    if (slot == derived_.slot && address != 0)
+      fail(ARB_ERR_INVALID_ARGUMENT,
+           fmt::format("arb_plan_run: {} must be NULL: the plan's {} holds it (each run takes it from that address)",
+                       name(slot), name(derived_.from)));
     if (!used_[slot]) {
       if (address != 0)
         fail(ARB_ERR_INVALID_ARGUMENT, fmt::format("arb_plan_run: {} must be NULL: the plan does not use it", name(slot)));

@@ -31,16 +31,16 @@ class Plan {
   // One test for the kernel: the selection's attention (Selection) is 0 unless its first calls
   // are checked, shadow checks are sampled or the dispatcher forgot it; then run_attended.
   // kLayout: the plan's layout() (its addresses bound by code made for it), or -1 for any plan
-  // (bound by binder_).
+  // (bound by bind_any).
   template <int kLayout = -1>
   ARBITER_HOT_INLINE void run(const arb_plan_operands& data, void* stream) {
     arb_operands operands;
     start_operands<kLayout>(operands);
-    if (data.struct_size < ARB_PLAN_OPERANDS_STRUCT_SIZE) [[unlikely]]
+    if (data.struct_size < least_struct_size<kLayout>()) [[unlikely]]
       refuse(data);
     bool aligned;
     if constexpr (kLayout < 0)
-      aligned = binder_(*this, data, operands);
+      aligned = bind_any(data, operands);
     else
       aligned = bind_layout<kLayout>(data, operands);
     if (!aligned) [[unlikely]]
@@ -59,11 +59,27 @@ class Plan {
   std::string explain();
 
  private:
-  // The used tensors' addresses into `operands`, each checked; throws Failure naming the first
-  // bad one. False when they are less aligned than the plan's (still aligned for the dtype).
-  // arb_plan_operands 1.3 has five tensors; a later minor that adds some must read them only
-  // when struct_size says the caller's struct has them.
-  static constexpr int kSlots = 5;
+  // arb_plan_operands has kSlots tensors since 1.8, five before (1.3-1.7). A run reads those
+  // five, and the slots past them only for an op with more tensors (mlp's six), which requires
+  // a struct_size that holds them: a caller built before 1.8 runs every other op's plans.
+  static constexpr int kSlots = ARB_PLAN_MAX_TENSORS;
+  static constexpr int kFirstVersionSlots = 5;
+  static_assert(ARB_PLAN_OPERANDS_STRUCT_SIZE ==
+                offsetof(arb_plan_operands, tensors) + kFirstVersionSlots * sizeof(void*));
+  static constexpr int slots_read(int op_tensors) {
+    return op_tensors > kFirstVersionSlots ? op_tensors : kFirstVersionSlots;
+  }
+  static constexpr size_t struct_size_holding(int slots) {
+    return offsetof(arb_plan_operands, tensors) + static_cast<size_t>(slots) * sizeof(void*);
+  }
+  // The least struct_size a run takes: a constant for a listed layout.
+  template <int kLayout>
+  ARBITER_HOT_INLINE size_t least_struct_size() const {
+    if constexpr (kLayout < 0)
+      return least_struct_size_;
+    else
+      return struct_size_holding(slots_read(kPlanLayouts[kLayout].tensors));
+  }
 
   // A run's arb_operands before the binder stores the addresses: the plan's, whose address fields
   // are NULL but for the ones the binder overwrites, so those are written as zeros (stores of a
@@ -80,9 +96,10 @@ class Plan {
     if constexpr (kLayout < 0) {
       return 0;
     } else {
+      constexpr PlanLayout kUsed = kPlanLayouts[kLayout];
       uint64_t words = 0;
       for (int slot = 0; slot < kSlots; ++slot)
-        if ((kPlanLayouts[kLayout].used >> slot & 1) != 0) words |= uint64_t{1} << (kPlanLayouts[kLayout].offset[slot] / 8);
+        if ((kUsed.used >> slot & 1) != 0 || slot == kUsed.derived) words |= uint64_t{1} << (kUsed.offset[slot] / 8);
       return words;
     }
   }
@@ -106,49 +123,13 @@ class Plan {
                 kScalarsEnd - kScalarsAt);
     std::memset(reinterpret_cast<char*>(&operands) + kScalarsEnd, 0, sizeof(arb_operands) - kScalarsEnd);
   }
-  static_assert(ARB_PLAN_MAX_TENSORS == kSlots, "arb_plan_operands grew: read the new slots by struct_size");
 
-  // The binder of a plan whose used slots are the bits of `kUsedMask` and with `kPairs` output
-  // pairs: slots and counts as constants, so that the loops unroll into straight code that
-  // reads each address at a fixed place (a third of a run was loop control and slot lookups).
-  template <unsigned kUsedMask, int kPairs>
-  static bool bind_fixed(const Plan& plan, const arb_plan_operands& data, arb_operands& operands) {
-    uint64_t stray = 0;  // the slots the op does not use must be NULL
-    uint64_t addresses = 0;
-    bool bad = false;
-    int used = 0;
-#pragma GCC unroll 8
-    for (int slot = 0; slot < kSlots; ++slot) {
-      const auto address = reinterpret_cast<uint64_t>(data.tensors[slot]);
-      if ((kUsedMask >> slot & 1) == 0) {
-        stray |= address;
-        continue;
-      }
-      const Use& use = plan.uses_[used++];
-      bad |= address - 1 >= use.last_start;  // NULL (wraps to the top) or spans past the address space
-      addresses |= address;
-      __builtin_memcpy(reinterpret_cast<char*>(&operands) + use.offset, &address, sizeof address);
-    }
-    bad |= stray != 0;
-#pragma GCC unroll 16
-    for (int k = 0; k < kPairs; ++k) {
-      const Pair& pair = plan.pairs_[k];
-      const uint64_t distance = reinterpret_cast<uint64_t>(data.tensors[pair.output]) -
-                                reinterpret_cast<uint64_t>(data.tensors[pair.input]);
-      bad |= distance + pair.shift < pair.limit;
-    }
-    if (bad) [[unlikely]]
-      plan.refuse(data);
-    // One test for the common case: aligned as the plan's addresses were (which includes the
-    // dtype's alignment). Otherwise refused (not aligned for the dtype) or less aligned.
-    if ((addresses & plan.alignment_mask_) == 0) [[likely]]
-      return true;
-    if ((addresses & plan.element_misalignment_) != 0) plan.refuse(data);
-    return false;
-  }
-  using Binder = bool (*)(const Plan&, const arb_plan_operands&, arb_operands&);
+  // The used tensors' addresses into `operands` (and a derived one, PlanSlot), each checked;
+  // throws Failure naming the first bad one. False when they are less aligned than the plan's
+  // (still aligned for the dtype). For a plan of a layout not listed (an op added without a
+  // line in plan_layouts.hpp): the slots, offsets and pairs read from the plan.
+  bool bind_any(const arb_plan_operands& data, arb_operands& operands) const;
   static constexpr int kMaxPairs = kSlots * (kSlots - 1) / 2;  // each pair of tensors once
-  static Binder binder_for(unsigned used_mask, int pairs);
 
   // The pairs a plan checks: every output against every other used tensor, each pair once
   // (two outputs: from the lower slot), in this order (pairs_, and bind_layout's constants).
@@ -169,7 +150,7 @@ class Plan {
     return p;
   }
 
-  // bind_fixed for a plan of a listed layout: each address stored at its constant offset in
+  // bind_any for a plan of a listed layout: each address stored at its constant offset in
   // arb_operands, the pairs' slots constants too (only their spans are read from the plan).
   template <int kLayout>
   ARBITER_HOT_INLINE bool bind_layout(const arb_plan_operands& data, arb_operands& operands) const {
@@ -193,9 +174,13 @@ class Plan {
     };
     [&]<int... kSlot>(std::integer_sequence<int, kSlot...>) {
       (slot(std::integral_constant<int, kSlot>{}), ...);
-    }(std::make_integer_sequence<int, kSlots>{});
+    }(std::make_integer_sequence<int, slots_read(kUsed.tensors)>{});
     if (stray != 0) [[unlikely]]
       refuse(data);
+    if constexpr (kUsed.derived >= 0) {  // its source was checked above: the sum does not wrap
+      const uint64_t address = reinterpret_cast<uint64_t>(data.tensors[kUsed.derived_from]) + derived_.bytes;
+      __builtin_memcpy(reinterpret_cast<char*>(&operands) + kUsed.offset[kUsed.derived], &address, sizeof address);
+    }
     const auto pair = [&]<int kPair>(std::integral_constant<int, kPair>) {
       if (reinterpret_cast<uint64_t>(data.tensors[kPairs.output[kPair]]) -
               reinterpret_cast<uint64_t>(data.tensors[kPairs.input[kPair]]) + pairs_[kPair].shift <
@@ -247,6 +232,12 @@ class Plan {
     uint32_t offset;
     uint64_t last_start;
   };
+  // A slot the run leaves NULL whose address is slot `from`'s plus `bytes` (PlanSlot), or none.
+  struct Derived {
+    int8_t slot = -1, from = -1;
+    uint32_t offset = 0;
+    uint64_t bytes = 0;
+  };
 
   arb_problem problem_;  // first: its address is the plan's, one register less on the run's path
   Context& context_;
@@ -260,8 +251,11 @@ class Plan {
   int used_count_ = 0;
   Pair pairs_[kMaxPairs] = {};
   int pair_count_ = 0;
-  int layout_ = -1;         // in kPlanLayouts, or -1
-  Binder binder_ = nullptr;  // bind_fixed for the used slots (uses_, in slot order) and pair_count_
+  Derived derived_;
+  int tensor_count_ = 0;  // the op's (its named slots)
+  int slots_read_ = kFirstVersionSlots;
+  size_t least_struct_size_ = ARB_PLAN_OPERANDS_STRUCT_SIZE;
+  int layout_ = -1;  // in kPlanLayouts, or -1
   std::atomic<const Selection*> selection_{nullptr};  // stored before generation_, both under select_mutex_
   std::atomic<uint64_t> generation_{0};
   std::mutex select_mutex_;

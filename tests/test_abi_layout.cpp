@@ -96,8 +96,11 @@ static_assert(sizeof(arb_tune_options) == 56);
 // arb_plan_operands (since 1.3)
 static_assert(offsetof(arb_plan_operands, struct_size) == 0);
 static_assert(offsetof(arb_plan_operands, tensors) == 8);
-static_assert(sizeof(arb_plan_operands) == 48);
-static_assert(ARB_PLAN_MAX_TENSORS == 5);
+static_assert(offsetof(arb_plan_operands, tensors[4]) == 40);  // 1.3-1.7: five tensors, 48 bytes
+static_assert(offsetof(arb_plan_operands, tensors[5]) == 48);  // since 1.8: eight (mlp's six)
+static_assert(offsetof(arb_plan_operands, tensors[7]) == 64);
+static_assert(sizeof(arb_plan_operands) == 72);
+static_assert(ARB_PLAN_MAX_TENSORS == 8);
 // arb_problem
 static_assert(offsetof(arb_problem, struct_size) == 0);
 static_assert(offsetof(arb_problem, op) == 8);
@@ -304,7 +307,7 @@ static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 =
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);
-  CHECK(ARB_ABI_VERSION_MINOR == 7);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope; 1.6: arb_attention; 1.7: arb_mlp
+  CHECK(ARB_ABI_VERSION_MINOR == 8);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope; 1.6: arb_attention; 1.7: arb_mlp; 1.8: arb_plan_operands' eight tensors (mlp plans)
   CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
   CHECK(ARB_PLUGIN_ABI_MINOR == 4);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions; 1.3: ARB_OP_ATTENTION, its fields, q/k/v/o; 1.4: ARB_OP_MLP, inter/ld_down, down
   CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));

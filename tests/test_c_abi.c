@@ -23,12 +23,13 @@ _Static_assert(ARB_PLUGIN_INFO_STRUCT_SIZE == 88, "arb_plugin_info 1.0");
 _Static_assert(ARB_KERNEL_INFO_STRUCT_SIZE == 40, "arb_kernel_info 1.0");
 _Static_assert(ARB_VERIFY_OPTIONS_STRUCT_SIZE == 32, "arb_verify_options 1.2");
 _Static_assert(ARB_TUNE_OPTIONS_STRUCT_SIZE == 56, "arb_tune_options 1.2");
-_Static_assert(ARB_ABI_VERSION_MINOR == 7, "application ABI 1.7");
+_Static_assert(ARB_ABI_VERSION_MINOR == 8, "application ABI 1.8");
 _Static_assert(ARB_SWIGLU_ARGS_STRUCT_SIZE == 32, "arb_swiglu_args 1.4");
 _Static_assert(ARB_ROPE_ARGS_STRUCT_SIZE == 48, "arb_rope_args 1.5");
 _Static_assert(ARB_ATTENTION_ARGS_STRUCT_SIZE == 48, "arb_attention_args 1.6");
 _Static_assert(ARB_MLP_ARGS_STRUCT_SIZE == 64, "arb_mlp_args 1.7");
 _Static_assert(ARB_PLAN_OPERANDS_STRUCT_SIZE == 48, "arb_plan_operands 1.3");
+_Static_assert(sizeof(arb_plan_operands) == 72 && ARB_PLAN_MAX_TENSORS == 8, "arb_plan_operands 1.8");
 _Static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 == 0x2u, "kernel flags");
 
 static int check_name(const char* what, int32_t value, const char* got, const char* expected) {

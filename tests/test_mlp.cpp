@@ -1,9 +1,10 @@
 // The mlp op (the Llama MLP block, a composite op) end to end on the CPU: its problem text, the
 // reference against the block written out here, cpu.mlp_fused against the reference (dtypes,
 // decode and small batches, padded strides), the C call (fused and separate gate/up weights)
-// and its bad input, the gate against a gallery of cheating kernels
-// (tests/fixtures/mlp_cheats.cpp), and the chain (chain.mlp): the application's own calls bit
-// for bit, shown by explain, tuned against the fused kernel with its steps tuned inside.
+// and its bad input, plans of the block (runs equal to the call, refusals), the gate against a
+// gallery of cheating kernels (tests/fixtures/mlp_cheats.cpp), and the chain (chain.mlp): the
+// application's own calls bit for bit, shown by explain, tuned against the fused kernel with
+// its steps tuned inside.
 #include "common/failure.hpp"
 #include "device/problem_buffers.hpp"
 #include "plugin/kernel_call.hpp"
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -310,10 +312,156 @@ TEST_CASE("arb_mlp: fused and separate gate/up weights give one answer, the bloc
     CHECK(std::memcmp(now.data(), y.data(), y.size() * sizeof(float)) == 0);
   }
   {
-    arb_plan plan = nullptr;
-    CHECK_STATUS(arb_plan_create(pc.ctx, ARB_OP_MLP, &a, &plan), ARB_ERR_UNSUPPORTED, "call arb_mlp for each run");
+    arb_plan plan = nullptr;  // a plan's creation checks as the call does
+    CHECK_STATUS(arb_plan_create(pc.ctx, ARB_OP_MLP, &bad, &plan), ARB_ERR_INVALID_ARGUMENT, "eps must be finite and >= 0");
     CHECK(plan == nullptr);
   }
+}
+
+namespace {
+
+// One block's tensors (rows 2, hidden 16, inter 40, f32), each at a 256-byte aligned address
+// of one pool, so that a plan's runs and the calls they are compared with are of one alignment
+// class (the same kernel). gate_up holds gate's rows, then up's: the fused weight.
+struct BlockData {
+  static constexpr int64_t rows = 2, hidden = 16, inter = 40;
+  // Room for the seven tensors, each rounded up to 64 floats, and for the first one's alignment.
+  explicit BlockData(float step) : pool(64 + 3 * 64 + 5 * inter * hidden) {
+    float* next = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pool.data()) + 255) / 256 * 256);
+    const auto take = [&](int64_t count, float scale) {
+      float* start = next;
+      const std::vector<float> values = wave(static_cast<size_t>(count), step, scale);
+      std::copy(values.begin(), values.end(), start);
+      next += (count + 63) / 64 * 64;
+      return start;
+    };
+    x = take(rows * hidden, 1.5f);
+    norm = take(hidden, 1.0f);
+    gate = take(inter * hidden, 0.25f);
+    up = take(inter * hidden, 0.25f);
+    gate_up = take(2 * inter * hidden, 0.0f);
+    std::copy(gate, gate + inter * hidden, gate_up);
+    std::copy(up, up + inter * hidden, gate_up + inter * hidden);
+    down = take(hidden * inter, 0.2f);
+    y = take(rows * hidden, 0.0f);
+    std::fill(y, y + rows * hidden, NAN);
+  }
+  BlockData(const BlockData&) = delete;
+  std::vector<float> pool;
+  float *x, *norm, *gate, *up, *gate_up, *down, *y;
+};
+
+// arb_mlp_args over a BlockData, with separate gate and up weights or the fused one (up NULL).
+struct BlockArgs {
+  BlockArgs(BlockData& d, bool fused)
+      : x(d.x, {d.rows, d.hidden}), norm(d.norm, {d.hidden}), gate(d.gate, {d.inter, d.hidden}), up(d.up, {d.inter, d.hidden}),
+        gate_up(d.gate_up, {2 * d.inter, d.hidden}), down(d.down, {d.hidden, d.inter}), y(d.y, {d.rows, d.hidden}) {
+    args.x = &x.t;
+    args.norm_weight = &norm.t;
+    args.gate = fused ? &gate_up.t : &gate.t;
+    args.up = fused ? nullptr : &up.t;
+    args.down = &down.t;
+    args.y = &y.t;
+  }
+  Tensor x, norm, gate, up, gate_up, down, y;
+  arb_mlp_args args = ARB_MLP_ARGS_INIT;
+};
+
+// A plan of the block over `made`, destroyed with it.
+struct BlockPlan {
+  BlockPlan(arb_context ctx, BlockData& made, bool fused) : args(made, fused) {
+    REQUIRE_MESSAGE(arb_plan_create(ctx, ARB_OP_MLP, &args.args, &plan) == ARB_OK, arb_last_error());
+  }
+  ~BlockPlan() { arb_plan_destroy(plan); }
+  BlockArgs args;
+  arb_plan plan = nullptr;
+};
+
+// check(data, plan, fused) on a plan made over `data`: with separate gate and up weights, then
+// with the fused one.
+template <typename Check>
+void for_each_block_plan(arb_context ctx, Check&& check) {
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    BlockData data(0.13f);
+    const BlockPlan planned(ctx, data, fused);
+    check(data, planned.plan, fused);
+  }
+}
+
+// A run's operands in arb_mlp_args' order: x, norm_weight, gate, up (NULL with the fused weight), down, y.
+arb_plan_operands block_operands(BlockData& d, bool fused) {
+  arb_plan_operands o = ARB_PLAN_OPERANDS_INIT;
+  o.tensors[0] = d.x;
+  o.tensors[1] = d.norm;
+  o.tensors[2] = fused ? d.gate_up : d.gate;
+  o.tensors[3] = fused ? nullptr : d.up;
+  o.tensors[4] = d.down;
+  o.tensors[5] = d.y;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("mlp plans: each run on fresh data is arb_mlp on that data, bit for bit, with separate or fused gate/up weights") {
+  PublicContext pc;
+  for_each_block_plan(pc.ctx, [&](BlockData&, arb_plan plan, bool fused) {
+    for (int run = 0; run < 3; ++run) {
+      CAPTURE(run);
+      BlockData fresh(0.29f + 0.17f * static_cast<float>(run));
+      arb_plan_operands o = block_operands(fresh, fused);
+      REQUIRE_MESSAGE(arb_plan_run(plan, &o, nullptr) == ARB_OK, arb_last_error());
+      const std::vector<float> planned(fresh.y, fresh.y + BlockData::rows * BlockData::hidden);
+      CHECK(std::none_of(planned.begin(), planned.end(), [](float v) { return std::isnan(v); }));
+      std::fill(fresh.y, fresh.y + planned.size(), NAN);
+      BlockArgs call(fresh, fused);
+      REQUIRE_MESSAGE(arb_mlp(pc.ctx, &call.args, nullptr) == ARB_OK, arb_last_error());
+      CHECK(std::memcmp(planned.data(), fresh.y, planned.size() * sizeof(float)) == 0);
+    }
+    CHECK(arbiter::test::plan_explanation(plan).find("plan: runs ") == 0);
+  });
+}
+
+TEST_CASE("mlp plans: operands of 1.3-1.7 (five tensors) are refused, and so are y over an input and an up beside a fused gate") {
+  PublicContext pc;
+  for_each_block_plan(pc.ctx, [&](BlockData& data, arb_plan plan, bool fused) {
+    const arb_plan_operands good = block_operands(data, fused);
+    auto refused = [&](const arb_plan_operands& o, const char* needle) {
+      std::fill(data.y, data.y + BlockData::rows * BlockData::hidden, -7.0f);
+      CHECK_STATUS(arb_plan_run(plan, &o, nullptr), ARB_ERR_INVALID_ARGUMENT, needle);
+      CHECK(std::all_of(data.y, data.y + BlockData::rows * BlockData::hidden, [](float v) { return v == -7.0f; }));
+    };
+    arb_plan_operands bad = good;
+    bad.struct_size = ARB_PLAN_OPERANDS_STRUCT_SIZE;  // 48: a caller built against 1.3-1.7
+    refused(bad, "operands->struct_size = 48 is too small for mlp's 6 tensors");
+    bad.struct_size = ARB_STRUCT_SIZE(arb_plan_operands, tensors[5]);  // 56: holds the six, and is enough
+    CHECK_MESSAGE(arb_plan_run(plan, &bad, nullptr) == ARB_OK, arb_last_error());
+    bad = good;
+    bad.tensors[6] = data.x;  // past the op's six: never read
+    CHECK_MESSAGE(arb_plan_run(plan, &bad, nullptr) == ARB_OK, arb_last_error());
+
+    // y onto each input (into the second, up's, half of a fused weight too).
+    const char* const names[] = {"x", "norm_weight", "gate", "up", "down"};
+    for (int input = 0; input < 5; ++input) {
+      if (good.tensors[input] == nullptr) continue;
+      CAPTURE(input);
+      bad = good;
+      bad.tensors[5] = good.tensors[input];
+      refused(bad, fmt::format("tensors[5] (y) overlaps tensors[{}] ({})", input, names[input]).c_str());
+    }
+    bad = good;
+    if (fused) {
+      bad.tensors[5] = data.gate_up + (2 * BlockData::inter - 1) * BlockData::hidden;  // on up's last row
+      refused(bad, "tensors[5] (y) overlaps tensors[2] (gate)");
+      bad = good;
+      bad.tensors[3] = data.up;
+      refused(bad, "tensors[3] (up) must be NULL: the plan's tensors[2] (gate) holds it");
+    } else {
+      bad.tensors[3] = nullptr;
+      refused(bad, "tensors[3] (up) is NULL");
+    }
+    CHECK_MESSAGE(arb_plan_run(plan, &good, nullptr) == ARB_OK, arb_last_error());  // and the plan still runs
+  });
 }
 
 TEST_CASE("the gate rejects the mlp cheaters for accuracy, and passes the honest kernels and the chain's rounding") {

@@ -7,6 +7,8 @@
 #include "test_support.hpp"
 
 #include <doctest/doctest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -259,6 +261,33 @@ TEST_CASE("plans: bad addresses are refused with the reason, before any memory i
   CHECK_STATUS(arb_plan_explain(nullptr, nullptr, 0, nullptr), ARB_ERR_INVALID_ARGUMENT, "plan is NULL");
 }
 
+TEST_CASE("plans: a caller built against 1.3-1.7 (five tensors, struct_size 48) runs a gemm plan, read only within its struct") {
+  PublicContext context;
+  GemmData data(8);
+  GemmArgs args(data);
+  Plan plan(context.ctx, ARB_OP_GEMM, &args.args);
+  // The old struct ends where a page nobody may read begins: a read past its 48 bytes faults.
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  void* pages = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(pages != MAP_FAILED);
+  REQUIRE(mprotect(static_cast<char*>(pages) + page, page, PROT_NONE) == 0);
+  auto* old = reinterpret_cast<arb_plan_operands*>(static_cast<char*>(pages) + page - ARB_PLAN_OPERANDS_STRUCT_SIZE);
+  old->struct_size = ARB_PLAN_OPERANDS_STRUCT_SIZE;
+  old->tensors[0] = data.a.data();
+  old->tensors[1] = data.b.data();
+  old->tensors[2] = nullptr;
+  old->tensors[3] = data.bias.data();
+  old->tensors[4] = data.d.data();
+  CHECK_MESSAGE(arb_plan_run(plan.plan, old, nullptr) == ARB_OK, arb_last_error());
+  GemmData reference(8);
+  GemmArgs call(reference);
+  REQUIRE(arb_gemm(context.ctx, &call.args, nullptr) == ARB_OK);
+  CHECK(std::memcmp(data.d.data(), reference.d.data(), reference.d.size() * sizeof(float)) == 0);
+  old->tensors[1] = nullptr;  // and its refusals are as before
+  CHECK_STATUS(arb_plan_run(plan.plan, old, nullptr), ARB_ERR_INVALID_ARGUMENT, "tensors[1] (b) is NULL");
+  munmap(pages, 2 * page);
+}
+
 TEST_CASE("plans: an output is refused exactly when its span meets an input's, at every offset around both ends") {
   // The run tests overlap as one unsigned comparison of the two addresses' distance
   // (core/plan.hpp, Pair); here d slides over a, one element at a time, from wholly before it
@@ -479,11 +508,12 @@ std::string run_as_layout(arbiter::Plan& plan, const arb_plan_operands& data, st
 TEST_CASE("plans: every op's plan runs through its listed layout, which accepts and refuses as the general binder does") {
   auto context = arbiter::test::make_context(arbiter::test::config_loading(arbiter::test::shipped_plugins(), ""));
   const int64_t rows = 4, cols = 16;
-  // One 64-byte aligned buffer per slot, of cols x cols floats (b's shape, the largest) and 16
-  // more: a run below puts a tensor 4 floats into another's buffer, where the whole tensor must
-  // still lie inside it (the shadow checks read it all).
+  // One 64-byte aligned buffer per slot, of 2 cols x cols floats (mlp's fused gate/up weight, the
+  // largest) and 16 more: a run below puts a tensor 4 floats into another's buffer, where the
+  // whole tensor must still lie inside it (the shadow checks read it all).
+  const int64_t buffer_floats = 2 * cols * cols + 16;
   std::vector<Floats> buffers;
-  for (uint32_t i = 0; i < 5; ++i) buffers.push_back(random_floats(cols * cols + 16, 50 + i));
+  for (uint32_t i = 0; i < 6; ++i) buffers.push_back(random_floats(buffer_floats, 50 + i));
   auto matrix = [&](int i) { return std::make_unique<Tensor>(buffers[static_cast<size_t>(i)].data(), std::vector<int64_t>{rows, cols}); };
   auto row = [&](int i) { return std::make_unique<Tensor>(buffers[static_cast<size_t>(i)].data(), std::vector<int64_t>{cols}); };
   struct Case {
@@ -529,7 +559,7 @@ TEST_CASE("plans: every op's plan runs through its listed layout, which accepts 
   cases.push_back({"softmax", &arbiter::softmax_op(), &softmax});
   cases.push_back({"swiglu", &arbiter::swiglu_op(), &swiglu});
   // rope: x as rows tokens of 2 heads of cols / 2, and int32 positions in a buffer of their own.
-  Floats position_buffer(cols * cols + 16);  // as large as the others: a run may put x into it
+  Floats position_buffer(buffer_floats);  // as large as the others: a run may put x into it
   for (int32_t t = 0; t < rows; ++t) std::memcpy(position_buffer.data() + t, &t, sizeof t);
   auto heads = std::make_unique<Tensor>(buffers[0].data(), std::vector<int64_t>{rows, 2, cols / 2});
   auto positions = std::make_unique<Tensor>(position_buffer.data(), std::vector<int64_t>{rows}, DLDataType{kDLInt, 32, 1});
@@ -550,6 +580,23 @@ TEST_CASE("plans: every op's plan runs through its listed layout, which accepts 
   attention.o = &o4->t;
   attention.causal = 1;
   cases.push_back({"attention", &arbiter::attention_op(), &attention});
+  // mlp: hidden = inter = cols, with separate gate and up weights or one fused [2 cols, cols]
+  // weight (up NULL: each run derives it from gate).
+  auto square = [&](int i) { return std::make_unique<Tensor>(buffers[static_cast<size_t>(i)].data(), std::vector<int64_t>{cols, cols}); };
+  auto mlp_x = matrix(0), mlp_norm = row(1), mlp_gate = square(2), mlp_up = square(3), mlp_down = square(4), mlp_y = matrix(5);
+  auto mlp_gate_up = std::make_unique<Tensor>(buffers[2].data(), std::vector<int64_t>{2 * cols, cols});
+  arb_mlp_args mlp = ARB_MLP_ARGS_INIT;
+  mlp.x = &mlp_x->t;
+  mlp.norm_weight = &mlp_norm->t;
+  mlp.gate = &mlp_gate->t;
+  mlp.up = &mlp_up->t;
+  mlp.down = &mlp_down->t;
+  mlp.y = &mlp_y->t;
+  arb_mlp_args mlp_fused = mlp;
+  mlp_fused.gate = &mlp_gate_up->t;
+  mlp_fused.up = nullptr;
+  cases.push_back({"mlp", &arbiter::mlp_op(), &mlp});
+  cases.push_back({"mlp with a fused gate/up weight", &arbiter::mlp_op(), &mlp_fused});
 
   for (const Case& test : cases) {
     CAPTURE(test.name);
@@ -560,11 +607,15 @@ TEST_CASE("plans: every op's plan runs through its listed layout, which accepts 
     // The plan's tensors, slot by slot, as plan_slots lists them.
     arbiter::PlanSlots slots;
     test.op->plan_slots(test.args, plan.problem(), slots);
-    for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot)
+    int tensors = 0;  // the op's
+    for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot) {
+      if (slots[static_cast<size_t>(slot)].name != nullptr) tensors = slot + 1;
       if (slots[static_cast<size_t>(slot)].tensor != nullptr) {
         good.tensors[slot] = slots[static_cast<size_t>(slot)].tensor->data;
         used.push_back(slot);
       }
+    }
+    const int slots_read = std::max(tensors, 5);  // 1.3's five, or more for an op with more (mlp)
     const auto layouts = std::make_integer_sequence<int, arbiter::kPlanLayoutCount>{};
     auto same = [&](const arb_plan_operands& data, const char* what) {
       CAPTURE(what);
@@ -576,10 +627,17 @@ TEST_CASE("plans: every op's plan runs through its listed layout, which accepts 
     arb_plan_operands bad = good;
     bad.struct_size = 8;
     same(bad, "struct_size");
-    Floats spare = random_floats(cols * cols + 16, 60);
+    bad.struct_size = ARB_PLAN_OPERANDS_STRUCT_SIZE;  // a caller built against 1.3-1.7: five tensors
+    CHECK((same(bad, "struct_size of 1.3") == "ok") == (tensors <= 5));
+    Floats spare = random_floats(buffer_floats, 60);
     for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot) {
       CAPTURE(slot);
       bad = good;
+      if (slot >= slots_read) {  // never read
+        bad.tensors[slot] = spare.data();
+        CHECK(same(bad, "a slot past those the op reads") == "ok");
+        continue;
+      }
       if (good.tensors[slot] == nullptr) {
         bad.tensors[slot] = spare.data();
         CHECK(same(bad, "a stray tensor") != "ok");

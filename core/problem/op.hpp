@@ -35,6 +35,10 @@ struct PlanSlot {
   size_t offset = 0;                 // of its address in arb_operands
   bool output = false;               // written by the op
   int same_as = -1;                  // the slot whose memory it must be (gemm in place: c is d), or -1
+  // A slot the run leaves NULL whose address the op still has: derived_bytes past slot
+  // derived_from's address (mlp's up in a fused gate/up weight), stored at `offset`; or -1.
+  int derived_from = -1;
+  uint64_t derived_bytes = 0;
 };
 using PlanSlots = std::array<PlanSlot, ARB_PLAN_MAX_TENSORS>;
 

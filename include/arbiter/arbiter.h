@@ -31,7 +31,7 @@ extern "C" {
 /* Application ABI version. Equal major is required; a newer minor library serves older
  * applications. Compare ARB_ABI_VERSION_MAJOR against arb_abi_version() >> 16 at start-up. */
 #define ARB_ABI_VERSION_MAJOR 1
-#define ARB_ABI_VERSION_MINOR 7
+#define ARB_ABI_VERSION_MINOR 8
 #define ARB_MAKE_VERSION(major, minor) ((uint32_t)(((uint32_t)(major) << 16) | (uint32_t)(minor)))
 
 ARB_API uint32_t arb_abi_version(void);           /* ARB_MAKE_VERSION(major, minor) */
@@ -377,21 +377,28 @@ ARB_API arb_status arb_tune(arb_context context, const arb_tune_options* options
 /* since 1.3 */
 typedef struct arb_plan_s* arb_plan;
 
-/* since 1.3: the most data addresses a run takes (gemm's five) */
-#define ARB_PLAN_MAX_TENSORS 5
+/* since 1.3: the most data addresses a run takes. since 1.8: 8 (1.3-1.7: 5) */
+#define ARB_PLAN_MAX_TENSORS 8
 
 /* since 1.3: the data of one run. tensors[] holds each tensor's address (DLTensor data +
  * byte_offset) in the order of the op's args struct: gemm a, b, c, bias, d; rmsnorm x,
- * residual, weight, y; softmax x, y; swiglu gate, up, y (since 1.4; up NULL when the plan's
- * gate holds both halves); rope x, positions (since 1.5). A tensor the plan does not use (no bias, beta = 0, no
- * residual, the slots past the op's last) is NULL. A gemm planned in place (c the same memory
- * as d) takes c == d. (The whole struct; ARB_PLAN_OPERANDS_STRUCT_SIZE is this first version.) */
+ * residual, weight, y; softmax x, y; swiglu gate, up, y (since 1.4; a fused gate/up cannot be
+ * planned: plan its two halves as views); rope x, positions (since 1.5); attention q, k, v, o
+ * (since 1.6); mlp x, norm_weight, gate, up, down, y (since 1.8; up NULL when the plan's gate
+ * holds both halves: each run takes up from gate's address, inter rows in, as arb_mlp does).
+ * A run reads tensors[0..4], and the slots past them only for an op with more tensors (mlp
+ * reads tensors[5]), so a caller built against 1.3-1.7 (struct_size 48, five tensors) runs
+ * the plans of every op but mlp as before, and an mlp plan refuses its struct_size
+ * (ARB_ERR_INVALID_ARGUMENT). A tensor the plan does not use among those read (no bias,
+ * beta = 0, no residual, the slots past the op's last) is NULL. A gemm planned in place (c
+ * the same memory as d) takes c == d. ARB_PLAN_OPERANDS_STRUCT_SIZE is the first version's
+ * size (five tensors); set struct_size to sizeof. */
 typedef struct arb_plan_operands {
   size_t struct_size;
-  void* tensors[ARB_PLAN_MAX_TENSORS];
+  void* tensors[ARB_PLAN_MAX_TENSORS]; /* tensors[5..7] since 1.8 */
 } arb_plan_operands;
-#define ARB_PLAN_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_plan_operands, tensors)
-#define ARB_PLAN_OPERANDS_INIT {sizeof(arb_plan_operands), {NULL, NULL, NULL, NULL, NULL}}
+#define ARB_PLAN_OPERANDS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_plan_operands, tensors[4])
+#define ARB_PLAN_OPERANDS_INIT {sizeof(arb_plan_operands), {NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL}}
 
 /* since 1.3: op is an arb_op and args that op's args struct, checked as arb_gemm (...) checks
  * them; their tensors' addresses give the plan's alignment class. Fails as the op's call would

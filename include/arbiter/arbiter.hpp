@@ -120,8 +120,9 @@ std::string report(Write&& write) {
 
 // A problem bound once (arb_plan_create): run() takes the tensors' new addresses in the order
 // of the op's args struct (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x,
-// y; swiglu gate, up, y; rope x, positions; attention q, k, v, o; nullptr for one the plan
-// does not use). Move-only; destroy it before its Context.
+// y; swiglu gate, up, y; rope x, positions; attention q, k, v, o; mlp x, norm_weight, gate, up,
+// down, y (ABI 1.8); nullptr for one the plan does not use, as mlp's up with a fused gate/up
+// weight). Move-only; destroy it before its Context.
 class Plan {
  public:
   Plan(arb_context context, arb_op op, const void* args) { check(arb_plan_create(context, op, args, &plan_)); }
@@ -256,6 +257,7 @@ class Context {
   Plan plan(const arb_swiglu_args& args) const { return Plan(context_, ARB_OP_SWIGLU, &args); }
   Plan plan(const arb_rope_args& args) const { return Plan(context_, ARB_OP_ROPE, &args); }
   Plan plan(const arb_attention_args& args) const { return Plan(context_, ARB_OP_ATTENTION, &args); }
+  Plan plan(const arb_mlp_args& args) const { return Plan(context_, ARB_OP_MLP, &args); }  // ABI 1.8
   Plan plan_gemm(const View& a, const View& b, const View& d, float alpha = 1.0f,
                  arb_activation activation = ARB_ACT_NONE, const View* bias = nullptr) const {
     arb_gemm_args args = ARB_GEMM_ARGS_INIT;

@@ -205,8 +205,8 @@ class Context:
         does. Weights with padded rows (``big[:, :hidden]``) are read where they lie; transposed
         or otherwise strided weights are copied. `out` is like x and must not overlap any input
         (no in-place form). `stream`: None runs on the framework's current stream; or an int
-        handle or a stream object. No plan: its six tensors are one more than a plan takes.
-        Returns `out`, or a new array of the caller's framework."""
+        handle or a stream object. Returns `out`, or a new array of the caller's framework
+        (bound once for many runs: :meth:`plan_mlp`)."""
         try:  # the fast path (see gemm)
             fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
             if out is None:
@@ -312,6 +312,21 @@ class Context:
         c_plan = _frameworks.call_with_copies(out, [q, k, v, out], ("q", "k", "v"), lambda ops, mask: (
             self._c.plan_attention(ops[0], ops[1], ops[2], ops[3], bool(causal), scale_value, mask)))
         return plans.AttentionPlan(self, c_plan, tuple(out.shape))
+
+    def plan_mlp(self, x, norm_weight, gate, up=None, down=None, eps: float = 1e-5, out=None) -> "plans.MLPPlan":
+        """The arguments of :meth:`mlp`, bound once (see :meth:`plan_gemm`);
+        ``plan.run(x, norm_weight, gate, up=None, down=None, out=None, stream=None)`` with tensors
+        of the same shapes, strides, dtype and device, `up` given exactly when the plan was made
+        with one (without it, each run's gate is the fused [2 * inter, hidden] gate/up weight, as
+        in the call); eps is the plan's."""
+        _check_mlp_down(down)
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(tuple(x.shape), x)
+        c_plan = _frameworks.call_with_copies(
+            out, [x, norm_weight, gate, up, down, out], ("x", "norm_weight", "gate", "up", "down"), lambda ops, mask: (
+                self._c.plan_mlp(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], eps, mask)))
+        return plans.MLPPlan(self, c_plan, tuple(out.shape), has_up=up is not None)
 
     @staticmethod
     def _gemm_shape(a, b):

@@ -1,8 +1,8 @@
 """Plans: one operation's arguments bound once (checked, kernel chosen, workspace sized) and run
 many times on new tensors of the same shapes, strides, dtype and device, as a decode loop calls
 the same few shapes. Made by ``Context.plan_gemm`` / ``plan_rmsnorm`` / ``plan_softmax`` /
-``plan_swiglu`` / ``plan_rope`` / ``plan_attention`` (docs/python.md, "Plans"; the C ABI underneath:
-docs/plans.md). mlp has none: its six tensors are one more than a plan's run takes."""
+``plan_swiglu`` / ``plan_rope`` / ``plan_attention`` / ``plan_mlp`` (docs/python.md, "Plans"; the C
+ABI underneath: docs/plans.md)."""
 
 from __future__ import annotations
 
@@ -185,6 +185,48 @@ class AttentionPlan(Plan):
         stream = fw.stream(q)
         _frameworks.call_with_copies(out, [q, k, v, out], ("q", "k", "v"), lambda ops, mask: self._p.attention(
             ops[0], ops[1], ops[2], ops[3], stream, mask))
+        return fw.result(out)
+
+
+class MLPPlan(Plan):
+    """The MLP block ``x + down(silu(gate(n)) * up(n))``, ``n = rmsnorm(x) * norm_weight``, with
+    the plan's eps. A plan made with the fused gate/up weight (up=None) runs on fused weights."""
+
+    op = "mlp"
+
+    def __init__(self, context, c_plan, out_shape, has_up):
+        super().__init__(context, c_plan, out_shape)
+        self._has_up = has_up
+        self._run_mlp = c_plan.mlp
+
+    def run(self, x, norm_weight, gate, up=None, down=None, out=None, stream=None):
+        """Runs the plan on `x`, `norm_weight`, `gate`, `up` (given exactly when the plan was made
+        with it) and `down` (by name when up is not given). `stream` as in ``Context.mlp``.
+        Returns `out`, or a new array of the caller's framework."""
+        if (up is not None) != self._has_up:
+            raise InvalidArgumentError(1, "plan.run: the plan was made with up, and none was given" if self._has_up else
+                                          "plan.run: up was given, but the plan was made with one fused gate/up weight "
+                                          "(up=None): pass the whole [2 * inter, hidden] gate alone")
+        try:  # the fast path (see GemmPlan.run)
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+            if out is None:
+                out = fw.empty(self._out_shape, x)
+            self._run_mlp(x, norm_weight, gate, up, down, out, _frameworks.stream_handle(fw, x, stream), 0)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._run(x, norm_weight, gate, up, down, out, stream)
+
+    def _run(self, x, norm_weight, gate, up, down, out, stream):
+        if down is None:
+            raise InvalidArgumentError(1, "plan.run: down (the [hidden, inter] down projection) is required; with a "
+                                          "fused gate/up weight, pass it by name: plan.run(x, norm_weight, gate_up, down=down)")
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(self._out_shape, x)
+        handle = _frameworks.stream_handle(fw, x, stream)
+        _frameworks.call_with_copies(
+            out, [x, norm_weight, gate, up, down, out], ("x", "norm_weight", "gate", "up", "down"), lambda ops, mask: (
+                self._run_mlp(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], handle, mask)))
         return fw.result(out)
 
 

@@ -18,15 +18,15 @@ namespace arbiter::python {
 using Input = std::optional<nb::ndarray<nb::ro>>;
 using Output = nb::ndarray<>;
 
-// The most tensors one call takes: mlp's six (x, norm_weight, gate, up, down, y), one more than
-// a plan's run takes (ARB_PLAN_MAX_TENSORS), which is why mlp has no plan.
+// The most tensors one call takes: mlp's six (x, norm_weight, gate, up, down, y). A plan's run
+// takes up to ARB_PLAN_MAX_TENSORS (eight since ABI 1.8, five before), so every call has a plan.
 inline constexpr int kMaxCallOperands = 6;
-static_assert(kMaxCallOperands >= ARB_PLAN_MAX_TENSORS);
+static_assert(kMaxCallOperands <= ARB_PLAN_MAX_TENSORS);
 
 // The operands in the order of the op's args struct, which is also the order of
 // arb_plan_operands' slots (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x, y;
 // swiglu gate, up, y; rope x, positions; attention q, k, v, o; mlp x, norm_weight, gate, up,
-// down, y, which has no plan).
+// down, y).
 // Not copyable: each DLTensor points into its own Operand's shape and strides.
 struct CallOperands {
   Operand slots[kMaxCallOperands];

@@ -145,7 +145,7 @@ class Context {
 
   // The MLP block: out = x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * norm_weight, the
   // weights as torch.nn.Linear stores them; without up, gate is the fused [2 inter, hidden]
-  // gate/up weight. No plan: its six tensors are one more than a plan's run takes.
+  // gate/up weight.
   std::optional<std::string> mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight,
                                  const nb::ndarray<nb::ro>& gate, const Input& up, const nb::ndarray<nb::ro>& down,
                                  const Output& out, float eps, uintptr_t stream, uint32_t bf16, bool explain) {
@@ -204,6 +204,16 @@ class Context {
     describe_attention(q, k, v, out, bf16, operands);
     const arb_attention_args args = attention_args(operands, causal, scale);
     return Plan::create(state_, ARB_OP_ATTENTION, &args, operands);
+  }
+
+  // Without up, gate is the fused gate/up weight: the library takes up from gate's address at
+  // each run (ABI 1.8: a run takes mlp's six tensors).
+  Plan* plan_mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& gate,
+                 const Input& up, const nb::ndarray<nb::ro>& down, const Output& out, float eps, uint32_t bf16) {
+    CallOperands operands;
+    describe_mlp(x, norm_weight, gate, up, down, out, bf16, operands);
+    const arb_mlp_args args = mlp_args(operands, eps);
+    return Plan::create(state_, ARB_OP_MLP, &args, operands);
   }
 
   std::string explain_problem(const std::string& problem) {
@@ -265,7 +275,8 @@ NB_MODULE(_arbiter, m) {
       .def("softmax", &Plan::softmax, "x"_a, "y"_a, "stream"_a, "bf16"_a)
       .def("swiglu", &Plan::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a)
       .def("rope", &Plan::rope, "x"_a, "positions"_a, "stream"_a, "bf16"_a)
-      .def("attention", &Plan::attention, "q"_a, "k"_a, "v"_a, "out"_a, "stream"_a, "bf16"_a);
+      .def("attention", &Plan::attention, "q"_a, "k"_a, "v"_a, "out"_a, "stream"_a, "bf16"_a)
+      .def("mlp", &Plan::mlp, "x"_a, "norm_weight"_a, "gate"_a, "up"_a.none(), "down"_a, "out"_a, "stream"_a, "bf16"_a);
 
   nb::class_<Context>(m, "_Context")
       .def(nb::init<std::optional<std::string>, std::optional<std::string>>(), "config_path"_a.none(),
@@ -296,6 +307,8 @@ NB_MODULE(_arbiter, m) {
            nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
       .def("plan_attention", &Context::plan_attention, "q"_a, "k"_a, "v"_a, "out"_a, "causal"_a, "scale"_a, "bf16"_a,
            nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
+      .def("plan_mlp", &Context::plan_mlp, "x"_a, "norm_weight"_a, "gate"_a, "up"_a.none(), "down"_a, "out"_a, "eps"_a,
+           "bf16"_a, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
       .def("explain_problem", &Context::explain_problem, "problem"_a)
       .def("plugins", &Context::plugins)
       .def("verify", &Context::verify, "problem"_a, "kernel"_a.none(), "full"_a)

@@ -42,7 +42,7 @@ void Plan::refuse_closed(bool context_open) {
 
 Plan::Plan(std::shared_ptr<ContextState> state, int32_t op, const CallOperands& operands)
     : state_(std::move(state)), op_(op), trans_a_(operands.trans_a), trans_b_(operands.trans_b) {
-  for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot) {
+  for (int slot = 0; slot < kMaxCallOperands; ++slot) {
     const Operand& operand = operands.slots[slot];
     Layout& layout = layouts_[slot];
     layout.present = operand.present;
@@ -170,6 +170,16 @@ void Plan::attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k,
   run(data, stream);
 }
 
+void Plan::mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& gate,
+               const Input& up, const nb::ndarray<nb::ro>& down, const Output& out, uintptr_t stream, uint32_t bf16) {
+  expect_op(ARB_OP_MLP, "mlp");
+  CallOperands given;
+  describe_mlp(x, norm_weight, gate, up, down, out, bf16, given);
+  arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
+  check(given, data);
+  run(data, stream);
+}
+
 void Plan::check_positions(const Operand& positions) const {
   const DLTensor& t = positions.tensor;
   if (t.device.device_type != kDLCPU) return;
@@ -183,7 +193,7 @@ void Plan::check_positions(const Operand& positions) const {
 }
 
 void Plan::check(const CallOperands& given, arb_plan_operands& data) const {
-  for (int slot = 0; slot < ARB_PLAN_MAX_TENSORS; ++slot) {
+  for (int slot = 0; slot < kMaxCallOperands; ++slot) {
     const Layout& plan = layouts_[slot];
     const Operand& operand = given.slots[slot];
     const std::string_view name = slot_name(op_, slot);

@@ -42,6 +42,10 @@ class Plan {
   void rope(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& positions, uintptr_t stream, uint32_t bf16);
   void attention(const nb::ndarray<nb::ro>& q, const nb::ndarray<nb::ro>& k, const nb::ndarray<nb::ro>& v,
                  const Output& out, uintptr_t stream, uint32_t bf16);
+  // up absent exactly when the plan was made with the fused gate/up weight (the library takes
+  // up from gate's address at each run).
+  void mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& gate,
+           const Input& up, const nb::ndarray<nb::ro>& down, const Output& out, uintptr_t stream, uint32_t bf16);
 
   // A gemm planned with c the same memory as out (beta != 0, updated in place).
   bool in_place() const { return in_place_; }
@@ -87,7 +91,7 @@ class Plan {
 
   std::shared_ptr<ContextState> state_;  // outlives the context's Python object: a closed one is refused
   int32_t op_;
-  Layout layouts_[ARB_PLAN_MAX_TENSORS];
+  Layout layouts_[kMaxCallOperands];
   int32_t trans_a_ = 0, trans_b_ = 0;
   bool in_place_ = false;
   int64_t max_position_ = 0;  // rope's

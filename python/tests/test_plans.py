@@ -1,4 +1,4 @@
-"""Plans (Context.plan_gemm / plan_rmsnorm / plan_softmax / plan_swiglu / plan_rope): numerics against float64 references
+"""Plans (Context.plan_gemm / plan_rmsnorm / plan_softmax / plan_swiglu / plan_rope / plan_attention / plan_mlp): numerics against float64 references
 over many runs of one plan on fresh data, every refusal of a run that does not match the plan,
 threads running one plan, and the lifetime rules (a plan keeps its context alive; closing either
 refuses later runs, never crashes)."""
@@ -134,6 +134,65 @@ def test_attention_plan_runs_on_fresh_data(ctx, rng, dtype):
         want = ref.attention(q, k, v, True, 0.2)
         ref.assert_close(y, want, dtype, 100 * 64, np.abs(ref.f64(v)).max())
         assert np.array_equal(y.view(np.uint8), ctx.attention(q, k, v, causal=True, scale=0.2).view(np.uint8))
+
+
+def mlp_operands(rng, rows, hidden, inter, dtype, fused):
+    """x, norm_weight, gate, up, down of one MLP block, scaled so that the projections and y stay
+    near 1 (f16's range holds them); fused: gate the [2 inter, hidden] gate/up weight, up None."""
+    x = ref.random(rng, (rows, hidden), dtype)
+    norm_weight = (1 + ref.random(rng, (hidden,), np.float64, scale=0.2)).astype(dtype)
+    gate = ref.random(rng, (inter, hidden), dtype, scale=hidden**-0.5)
+    up = ref.random(rng, (inter, hidden), dtype, scale=hidden**-0.5)
+    down = ref.random(rng, (hidden, inter), dtype, scale=inter**-0.5)
+    if fused:
+        return x, norm_weight, ref.fused_gate_up(gate, up), None, down
+    return x, norm_weight, gate, up, down
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("fused", [False, True])
+def test_mlp_plan_runs_on_fresh_data(ctx, rng, dtype, fused):
+    """The MLP block of a decode step planned once (application ABI 1.8: a run takes its six
+    tensors): each run new activations and weights, the call's bits on the same tensors."""
+    rows, hidden, inter = 2, 64, 176
+    plan = ctx.plan_mlp(*mlp_operands(rng, rows, hidden, inter, dtype, fused))
+    assert isinstance(plan, arbiter.MLPPlan) and plan.op == "mlp"
+    assert re.match(r"plan: runs \S*mlp\S* ", plan.explain())
+    out = np.empty((rows, hidden), dtype)
+    for i in range(3):
+        x, norm_weight, gate, up, down = mlp_operands(rng, rows, hidden, inter, dtype, fused)
+        y = plan.run(x, norm_weight, gate, up, down=down, out=out if i % 2 else None)
+        assert y.shape == x.shape and y.dtype == np.dtype(dtype) and (y is out) == bool(i % 2)
+        ref.assert_mlp_close(y, x, norm_weight, gate, up, down, dtype)
+        assert np.array_equal(y.view(np.uint8), ctx.mlp(x, norm_weight, gate, up, down=down).view(np.uint8))
+
+
+def test_mlp_plan_refusals(ctx):
+    x, norm_weight, gate, up, down = f32(2, 16), f32(16), f32(8, 16), f32(8, 16), f32(16, 8)
+    plan = ctx.plan_mlp(x, norm_weight, gate, up, down)
+    with pytest.raises(arbiter.InvalidArgumentError, match="made with up, and none was given"):
+        plan.run(x, norm_weight, f32(16, 16), down=down)
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"down has shape \(16, 9\).*\(16, 8\)"):
+        plan.run(x, norm_weight, gate, up, f32(16, 9))
+    with pytest.raises(arbiter.DTypeError, match="up has dtype float16"):
+        plan.run(x, norm_weight, gate, np.ones((8, 16), np.float16), down)
+    for onto in (x, gate, up):  # out over an input: the library's check, before anything is written
+        with pytest.raises(arbiter.InvalidArgumentError, match="overlaps"):
+            plan.run(x, norm_weight, gate, up, down, out=onto[:2])
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlaps"):
+        plan.run(x, norm_weight, gate, up, down, out=down.reshape(-1)[:32].reshape(2, 16))
+    with pytest.raises(arbiter.InvalidArgumentError, match="down .* is required"):
+        plan.run(x, norm_weight, gate, up)
+    gate_up = f32(16, 16)
+    fused = ctx.plan_mlp(x, norm_weight, gate_up, down=down)
+    with pytest.raises(arbiter.InvalidArgumentError, match="up was given, but the plan was made with one fused"):
+        fused.run(x, norm_weight, gate, up, down)
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"gate has shape \(8, 16\).*\(16, 16\)"):
+        fused.run(x, norm_weight, gate, down=down)
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"tensors\[5\] \(y\) overlaps tensors\[2\] \(gate\)"):
+        fused.run(x, norm_weight, gate_up, down=down, out=gate_up[8:10])  # out over up's rows
+    for t in (x, norm_weight, gate, up, down, gate_up):
+        assert np.all(t == 1)
 
 
 def swiglu_close(y, gate, up, dtype):
@@ -376,6 +435,12 @@ def test_creation_refuses_what_the_call_refuses(ctx):
          lambda c: c.plan_rope(f32(4, 2, 8), np.zeros(4, np.int32), theta=0.5)),
         (lambda c: c.rope(f32(4, 2, 8), np.zeros(4, np.int32), layout="both"),
          lambda c: c.plan_rope(f32(4, 2, 8), np.zeros(4, np.int32), layout="both")),
+        (lambda c: c.mlp(f32(2, 16), f32(16), f32(8, 16), f32(8, 16), f32(8, 16)),
+         lambda c: c.plan_mlp(f32(2, 16), f32(16), f32(8, 16), f32(8, 16), f32(8, 16))),
+        (lambda c: c.mlp(f32(2, 16), f32(16), f32(9, 16), down=f32(16, 4)),
+         lambda c: c.plan_mlp(f32(2, 16), f32(16), f32(9, 16), down=f32(16, 4))),
+        (lambda c: c.mlp(f32(2, 16), f32(16), f32(8, 16), f32(8, 16), f32(16, 8), eps=-1.0),
+         lambda c: c.plan_mlp(f32(2, 16), f32(16), f32(8, 16), f32(8, 16), f32(16, 8), eps=-1.0)),
     ]
     for call, plan in cases:
         with pytest.raises(arbiter.Error) as by_call:
@@ -530,7 +595,8 @@ def test_run_after_context_close_is_refused():
     context = arbiter.Context()
     plans = [context.plan_softmax(f32(2, 8)), context.plan_gemm(f32(2, 2), f32(2, 2)),
              context.plan_rmsnorm(f32(2, 8), f32(8)), context.plan_swiglu(f32(2, 16)),
-             context.plan_rope(f32(2, 1, 8), np.zeros(2, np.int32))]
+             context.plan_rope(f32(2, 1, 8), np.zeros(2, np.int32)),
+             context.plan_mlp(f32(2, 8), f32(8), f32(8, 8), down=f32(8, 4))]
     context.close()
     for plan in plans:
         with pytest.raises(arbiter.InvalidArgumentError, match="context is closed"):

@@ -360,10 +360,21 @@ class Mlp final : public Op {
     return count;
   }
 
-  // A run takes at most ARB_PLAN_MAX_TENSORS (5) addresses, and a block has six tensors.
-  void plan_slots(const void*, const arb_problem&, PlanSlots&) const override {
-    fail(ARB_ERR_UNSUPPORTED, "mlp has six tensors, one more than a plan's run takes (ARB_PLAN_MAX_TENSORS = 5): "
-                              "call arb_mlp for each run");
+  // A run's tensors in arb_mlp_args' order (six: a run reads tensors[5], since 1.8). With up
+  // NULL, gate is the fused [2 inter, hidden] weight: the run takes up from each gate's address,
+  // inter rows in, as build_call does, and checks y against the whole fused weight.
+  void plan_slots(const void* raw_args, const arb_problem& p, PlanSlots& slots) const override {
+    const auto* args = static_cast<const arb_mlp_args*>(raw_args);
+    slots[0] = {"x", args->x, offsetof(arb_operands, x)};
+    slots[1] = {"norm_weight", args->norm_weight, offsetof(arb_operands, weight)};
+    slots[2] = {"gate", args->gate, offsetof(arb_operands, gate)};
+    slots[3] = {"up", args->up, offsetof(arb_operands, up)};
+    if (args->up == nullptr) {
+      slots[3].derived_from = 2;
+      slots[3].derived_bytes = static_cast<uint64_t>(p.inter * p.ld_gate) * dtype_size(p.dtype);
+    }
+    slots[4] = {"down", args->down, offsetof(arb_operands, down)};
+    slots[5] = {"y", args->y, offsetof(arb_operands, y), true};
   }
 };
 
