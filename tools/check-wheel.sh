@@ -70,7 +70,15 @@ n = xm / np.sqrt((xm.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-5) * 
 g, u = n @ gate_up[:48].T, n @ gate_up[48:].T
 np.testing.assert_allclose(ctx.mlp(xm, norm_w, gate_up, down=down), xm + (g / (1 + np.exp(-g)) * u) @ down.T,
                            rtol=1e-4, atol=1e-4)
-print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: gemm, softmax, rmsnorm, swiglu, rope, mlp agree with NumPy")
+# The attention block's input: 2 q heads, 1 k and 1 v head of 16 from one fused weight, q and k rotated.
+w_qkv = (rng.standard_normal(((2 + 2 * 1) * 16, 32)) / 6).astype(np.float32)
+p = (n @ w_qkv.T).reshape(2, 4, 16)
+angle = np.array([3, 4000])[:, None, None] * 500000.0 ** (-np.arange(8) / 8)
+p[:, :3] = np.concatenate([p[:, :3, :8] * np.cos(angle) - p[:, :3, 8:] * np.sin(angle),
+                           p[:, :3, 8:] * np.cos(angle) + p[:, :3, :8] * np.sin(angle)], axis=-1)
+np.testing.assert_allclose(ctx.qkv(xm, norm_w, w_qkv, np.array([3, 4000], np.int32), 2, 1), p, rtol=1e-4, atol=1e-4)
+print(f"  arbiter {arbiter.__version__} from {os.path.dirname(arbiter.__file__)}: "
+      "gemm, softmax, rmsnorm, swiglu, rope, mlp, qkv agree with NumPy")
 PY
 "$work/venv/bin/arbiter" plugins >/dev/null
 package=$("$work/venv/bin/python" -c "import arbiter, os; print(os.path.dirname(arbiter.__file__))")

@@ -57,6 +57,28 @@ def _check_mlp_down(down):
                "pass it by name: ctx.mlp(x, norm_weight, gate_up, down=down)")
 
 
+def _qkv_shape(x, weight, heads, kv_heads):
+    """The shape of qkv's result: x's leading shape, then (heads + 2 kv_heads, head_dim), head_dim
+    from the rows of the fused weight [(heads + 2 kv_heads) * head_dim, hidden]. What the shape
+    needs is checked here; the rest (x, head_dim even, the weight's columns) by the library."""
+    if heads < 1 or kv_heads < 1:
+        raise InvalidArgumentError(1, f"qkv: heads ({heads}) and kv_heads ({kv_heads}) must be >= 1")
+    shape = getattr(weight, "shape", None)
+    if shape is None:
+        raise TypeError(f"qkv: weight: expected an array with __dlpack__ (NumPy, PyTorch, JAX, CuPy...), "
+                        f"got {type(weight).__name__}")
+    if len(shape) != 2:
+        raise InvalidArgumentError(
+            1, f"qkv: weight must be 2-D (the fused QKV projection [(heads + 2 kv_heads) * head_dim, hidden]), "
+               f"got {len(shape)} dimensions")
+    total = heads + 2 * kv_heads
+    if shape[0] % total:
+        raise InvalidArgumentError(
+            1, f"qkv: weight has {shape[0]} rows, not a multiple of heads + 2 kv_heads = {heads} + 2 * {kv_heads} = "
+               f"{total}: its rows are the q, k and v heads of head_dim rows each")
+    return tuple(x.shape[:-1]) + (total, shape[0] // total)
+
+
 def _config_arguments(config):
     """(config_path, config_toml) from Context's `config`: None, a path, or TOML text."""
     if config is None:
@@ -216,6 +238,33 @@ class Context:
         except _RETRY_IN_GENERAL_PATH:
             return self._mlp(x, norm_weight, gate, up, down, eps, out, False, stream)
 
+    def qkv(self, x, norm_weight, weight, positions, heads: int, kv_heads: int, theta: float = 500000.0,
+            max_position: int = 8192, layout: str = "half", eps: float = 1e-5, out=None, stream=None):
+        """The input of a Llama attention block: ``y = n @ weight.T`` with ``n = rmsnorm(x) *
+        norm_weight`` (``x / sqrt(mean(x**2, -1) + eps) * norm_weight``), then rotary position
+        embedding (as :meth:`rope`: positions, theta, max_position, layout) on y's q and k heads.
+        x is [..., hidden]; weight is the fused QKV projection [(heads + 2 * kv_heads) * head_dim,
+        hidden] as ``torch.nn.Linear`` stores it (its rows: q's heads, then k's, then v's);
+        norm_weight [hidden]; positions int32 of x's leading shape, each in [0, max_position)
+        (checked for CPU tensors). The result is [..., heads + 2 * kv_heads, head_dim] with the
+        heads side by side, so that q, k and v are its views ``y[..., :heads, :]``,
+        ``y[..., heads:heads + kv_heads, :]`` and ``y[..., heads + kv_heads:, :]``. One dtype for
+        x, the weights and out (f32, f16 or bf16); a kernel may round n and the projection to it,
+        as the chain of single ops does. A weight with padded rows (``big[:, :hidden]``) is read
+        where it lies; transposed or otherwise strided inputs are copied. `out` (its heads side by
+        side, a row stride of its own) must not overlap any input. `stream` as :meth:`rope`'s.
+        Returns `out`, or a new array of the caller's framework."""
+        try:  # the fast path (see gemm)
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+            if out is None:
+                out = fw.empty(_qkv_shape(x, weight, heads, kv_heads), x)
+            self._c.qkv(x, norm_weight, weight, positions, out, heads, kv_heads, theta, max_position,
+                        _ROPE_LAYOUTS[layout], eps, _frameworks.stream_handle(fw, x, stream), 0, False)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._qkv(x, norm_weight, weight, positions, heads, kv_heads, theta, max_position, layout, eps, out,
+                             False, stream)
+
     # ---- plans: an operation bound once, run many times ----------------------------------
 
     def plan_gemm(self, a, b, bias=None, c=None, alpha: float = 1.0, beta: float = 0.0, act: str = "none",
@@ -346,10 +395,10 @@ class Context:
             return self._c.explain_problem(op_or_problem)
         call = {"gemm": self._gemm, "rmsnorm": self._rmsnorm, "softmax": self._softmax,
                 "swiglu": self._swiglu, "rope": self._rope, "attention": self._attention,
-                "mlp": self._mlp}.get(op_or_problem)
+                "mlp": self._mlp, "qkv": self._qkv}.get(op_or_problem)
         if call is None:
-            raise InvalidArgumentError(
-                1, f"explain: unknown op {op_or_problem!r} (gemm, rmsnorm, softmax, swiglu, rope, attention or mlp)")
+            raise InvalidArgumentError(1, f"explain: unknown op {op_or_problem!r} "
+                                          "(gemm, rmsnorm, softmax, swiglu, rope, attention, mlp or qkv)")
         defaults = {
             "gemm": dict(bias=None, c=None, alpha=1.0, beta=0.0, act="none", out=None),
             "rmsnorm": dict(eps=1e-6, residual=None, out=None),
@@ -358,18 +407,23 @@ class Context:
             "rope": dict(theta=500000.0, max_position=8192, layout="half"),
             "attention": dict(causal=False, scale=None, out=None),
             "mlp": dict(up=None, down=None, eps=1e-5, out=None),
+            "qkv": dict(theta=500000.0, max_position=8192, layout="half", eps=1e-5, out=None),
         }[op_or_problem]
         # The arguments that may be given by position, in the call's order (swiglu's and mlp's up
-        # are optional).
+        # are optional; qkv's head counts are required, as in the call).
         names = {"gemm": ("a", "b"), "rmsnorm": ("x", "weight"), "softmax": ("x",),
                  "swiglu": ("gate", "up"), "rope": ("x", "positions"), "attention": ("q", "k", "v"),
-                 "mlp": ("x", "norm_weight", "gate", "up", "down")}[op_or_problem]
+                 "mlp": ("x", "norm_weight", "gate", "up", "down"),
+                 "qkv": ("x", "norm_weight", "weight", "positions", "heads", "kv_heads")}[op_or_problem]
         values = dict(zip(names, tensors))
         values.update(kwargs)
         unknown = set(values) - set(names) - set(defaults)
         if unknown or len(tensors) > len(names):
             raise TypeError(f"explain({op_or_problem!r}): unexpected arguments {sorted(unknown)}")
         merged = {**defaults, **values}
+        missing = [k for k in names if k not in merged]
+        if missing:
+            raise TypeError(f"explain({op_or_problem!r}): missing arguments {missing}")
         return call(*[merged[k] for k in (*names, *(k for k in defaults if k not in names))], True)
 
     def plugins(self) -> list:
@@ -472,6 +526,18 @@ class Context:
         return self._call(fw, out, [x, norm_weight, gate, up, down, out], ("x", "norm_weight", "gate", "up", "down"),
                           lambda ops, mask: self._c.mlp(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], eps, handle,
                                                         mask, explain), explain)
+
+    def _qkv(self, x, norm_weight, weight, positions, heads, kv_heads, theta, max_position, layout, eps, out, explain,
+             stream=None):
+        layout_code = _rope_layout(layout)
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(_qkv_shape(x, weight, heads, kv_heads), x)
+        handle = 0 if explain else _frameworks.stream_handle(fw, x, stream)
+        inputs = ("x", "norm_weight", "weight", "positions")
+        return self._call(fw, out, [x, norm_weight, weight, positions, out], inputs,
+                          lambda ops, mask: self._c.qkv(ops[0], ops[1], ops[2], ops[3], ops[4], heads, kv_heads, theta,
+                                                        max_position, layout_code, eps, handle, mask, explain), explain)
 
     @staticmethod
     def _call(fw, out, operands, copyable, call, explain, names=None):

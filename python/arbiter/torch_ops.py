@@ -12,6 +12,11 @@
     torch.ops.arbiter.mlp(x, norm_weight, gate, up, down, eps=1e-5) -> Tensor
         (the Llama MLP block x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * norm_weight; weights as
         nn.Linear stores them; up None: gate is the fused [2 inter, hidden] gate/up weight)
+    torch.ops.arbiter.qkv(x, norm_weight, weight, positions, heads, kv_heads, theta=500000.0,
+                          max_position=8192, layout="half", eps=1e-5) -> Tensor
+        (the attention block's input: rope on the q and k heads of n @ weight.T, n = rmsnorm(x) *
+        norm_weight; weight the fused [(heads + 2 kv_heads) head_dim, hidden] QKV projection as
+        nn.Linear stores it; int32 positions; the result [..., heads + 2 kv_heads, head_dim])
 
 with fake (meta) implementations, so that they trace under ``torch.compile`` and run on the
 process-wide context (``arbiter.default_context()``). CUDA tensors run on the current stream.
@@ -139,3 +144,30 @@ def _(x, norm_weight, gate, up, down, eps=1e-5):
     torch._check(gate.shape[1] == x.shape[-1] and tuple(down.shape) == (x.shape[-1], inter) and
                  (up is None or up.shape == gate.shape), expected)
     return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("arbiter::qkv", mutates_args=())
+def qkv(x: Tensor, norm_weight: Tensor, weight: Tensor, positions: Tensor, heads: int, kv_heads: int,
+        theta: float = 500000.0, max_position: int = 8192, layout: str = "half", eps: float = 1e-5) -> Tensor:
+    return default_context().qkv(_data(x), _data(norm_weight), _data(weight), _data(positions), heads, kv_heads,
+                                 theta=theta, max_position=max_position, layout=layout, eps=eps)
+
+
+@qkv.register_fake
+def _(x, norm_weight, weight, positions, heads, kv_heads, theta=500000.0, max_position=8192, layout="half", eps=1e-5):
+    torch._check(heads >= 1 and kv_heads >= 1,
+                 lambda: f"arbiter::qkv: heads ({heads}) and kv_heads ({kv_heads}) must be >= 1")
+    total = heads + 2 * kv_heads
+
+    def expected():
+        return (f"arbiter::qkv: x must be [..., hidden] and weight [(heads + 2 kv_heads) * head_dim, hidden] with an "
+                f"even head_dim (heads + 2 kv_heads = {total}); got x {list(x.shape)}, weight {list(weight.shape)}")
+
+    torch._check(x.dim() >= 1 and weight.dim() == 2, expected)
+    torch._check(weight.shape[1] == x.shape[-1] and weight.shape[0] % (2 * total) == 0, expected)
+    torch._check(positions.dtype == torch.int32, lambda: (
+        f"arbiter::qkv: positions must be int32 (convert with .to(torch.int32)), got {positions.dtype}"))
+    torch._check(positions.shape == x.shape[:-1],
+                 lambda: f"arbiter::qkv: positions must have x's leading shape {list(x.shape[:-1])}, "
+                         f"got {list(positions.shape)}")
+    return x.new_empty((*x.shape[:-1], total, weight.shape[0] // total))

@@ -95,6 +95,21 @@ void describe_mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_
       needs_copy(slot_name(ARB_OP_MLP, slot));
 }
 
+void describe_qkv(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight,
+                  const nb::ndarray<nb::ro>& weight, const nb::ndarray<nb::ro>& positions, const Output& out,
+                  uint32_t bf16, CallOperands& operands) {
+  make_operand(x, "x", bf16 & 1, operands.slots[0]);
+  make_operand(norm_weight, "norm_weight", bf16 & 2, operands.slots[1]);
+  make_operand(weight, "weight", bf16 & 4, operands.slots[2]);
+  make_index_operand(positions, "positions", operands.slots[3]);
+  make_operand(out, "out", bf16 & 16, operands.slots[4]);
+  if (rows_layout(operands.slots[0]) != Layout::as_is) needs_copy("x");
+  if (rows_layout(operands.slots[1]) != Layout::as_is) needs_copy("norm_weight");
+  // Row-major only, as mlp's weights: a transposed view is copied.
+  if (matrix_layout(operands.slots[2]) != Layout::as_is) needs_copy("weight");
+  if (!is_compact(operands.slots[3])) needs_copy("positions");
+}
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta) {
   arb_gemm_args args = ARB_GEMM_ARGS_INIT;
   args.a = operands.slots[0].get();
@@ -168,6 +183,23 @@ arb_mlp_args mlp_args(const CallOperands& operands, float eps) {
   return args;
 }
 
+arb_qkv_args qkv_args(const CallOperands& operands, int64_t heads, int64_t kv_heads, double theta, int64_t max_position,
+                      int32_t layout, float eps) {
+  arb_qkv_args args = ARB_QKV_ARGS_INIT;
+  args.x = operands.slots[0].get();
+  args.norm_weight = operands.slots[1].get();
+  args.weight = operands.slots[2].get();
+  args.positions = operands.slots[3].get();
+  args.y = operands.slots[4].get();
+  args.heads = heads;
+  args.kv_heads = kv_heads;
+  args.theta = theta;
+  args.max_position = max_position;
+  args.eps = eps;
+  args.layout = layout;
+  return args;
+}
+
 const char* slot_name(int32_t op, int slot) {
   static constexpr const char* kGemm[] = {"a", "b", "c", "bias", "out", "-"};
   static constexpr const char* kRmsNorm[] = {"x", "residual", "weight", "out", "-", "-"};
@@ -176,6 +208,7 @@ const char* slot_name(int32_t op, int slot) {
   static constexpr const char* kRope[] = {"x", "positions", "-", "-", "-", "-"};
   static constexpr const char* kAttention[] = {"q", "k", "v", "out", "-", "-"};
   static constexpr const char* kMlp[] = {"x", "norm_weight", "gate", "up", "down", "out"};
+  static constexpr const char* kQkv[] = {"x", "norm_weight", "weight", "positions", "out", "-"};
   if (slot < 0 || slot >= kMaxCallOperands) return "-";
   switch (op) {
     case ARB_OP_GEMM: return kGemm[slot];
@@ -185,6 +218,7 @@ const char* slot_name(int32_t op, int slot) {
     case ARB_OP_ROPE: return kRope[slot];
     case ARB_OP_ATTENTION: return kAttention[slot];
     case ARB_OP_MLP: return kMlp[slot];
+    case ARB_OP_QKV: return kQkv[slot];
     default: return "-";
   }
 }
@@ -198,6 +232,7 @@ const char* op_name(int32_t op) {
     case ARB_OP_ROPE: return "rope";
     case ARB_OP_ATTENTION: return "attention";
     case ARB_OP_MLP: return "mlp";
+    case ARB_OP_QKV: return "qkv";
     default: return "unknown";
   }
 }

@@ -26,7 +26,7 @@ static_assert(kMaxCallOperands <= ARB_PLAN_MAX_TENSORS);
 // The operands in the order of the op's args struct, which is also the order of
 // arb_plan_operands' slots (gemm a, b, c, bias, d; rmsnorm x, residual, weight, y; softmax x, y;
 // swiglu gate, up, y; rope x, positions; attention q, k, v, o; mlp x, norm_weight, gate, up,
-// down, y).
+// down, y; qkv x, norm_weight, weight, positions, y).
 // Not copyable: each DLTensor points into its own Operand's shape and strides.
 struct CallOperands {
   Operand slots[kMaxCallOperands];
@@ -39,8 +39,8 @@ struct CallOperands {
 
 // `bf16` is a mask of the operands (bit i: the i-th, in argument order: gemm a, b, c, bias, out;
 // rmsnorm x, residual, weight, out; softmax x, out; swiglu gate, up, out; rope x; attention q, k, v,
-// out; mlp x, norm_weight, gate, up, down, out) that are NumPy
-// bfloat16 arrays passed as uint16 views, to be read as bfloat16.
+// out; mlp x, norm_weight, gate, up, down, out; qkv x, norm_weight, weight, positions, out) that
+// are NumPy bfloat16 arrays passed as uint16 views, to be read as bfloat16.
 void describe_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                    const Output& d, uint32_t bf16, CallOperands& operands);
 void describe_rmsnorm(const nb::ndarray<nb::ro>& x, const Input& residual, const nb::ndarray<nb::ro>& weight,
@@ -66,6 +66,13 @@ void describe_mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_
                   const Input& up, const nb::ndarray<nb::ro>& down, const Output& out, uint32_t bf16,
                   CallOperands& operands);
 
+// qkv: x [..., hidden] in rows; the fused QKV weight row-major as torch.nn.Linear stores it (a
+// transposed or strided weight is reported for a copy); positions int32 indices, copied when not
+// compact, as rope's; out [..., heads + 2 kv_heads, head_dim], never copied.
+void describe_qkv(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight,
+                  const nb::ndarray<nb::ro>& weight, const nb::ndarray<nb::ro>& positions, const Output& out,
+                  uint32_t bf16, CallOperands& operands);
+
 arb_gemm_args gemm_args(const CallOperands& operands, int32_t activation, float alpha, float beta);
 arb_rmsnorm_args rmsnorm_args(const CallOperands& operands, float eps);
 arb_softmax_args softmax_args(const CallOperands& operands);
@@ -73,6 +80,8 @@ arb_swiglu_args swiglu_args(const CallOperands& operands);
 arb_rope_args rope_args(const CallOperands& operands, double theta, int64_t max_position, int32_t layout);
 arb_attention_args attention_args(const CallOperands& operands, bool causal, float scale);
 arb_mlp_args mlp_args(const CallOperands& operands, float eps);
+arb_qkv_args qkv_args(const CallOperands& operands, int64_t heads, int64_t kv_heads, double theta, int64_t max_position,
+                      int32_t layout, float eps);
 
 // A report by arb_explain's buffer protocol (ask for the size, then fill) into `text`, without
 // raising, so that it can run without the GIL. `write(buffer, capacity, &length)` makes the call.
@@ -89,7 +98,7 @@ arb_status read_report(Write write, std::string& text) {
 
 // The Python names of an op's operands in slot order (the output is `out`, as the caller passes it).
 const char* slot_name(int32_t op, int slot);
-// An arb_op's name as the problem syntax spells it ("gemm", ..., "mlp"); "unknown" for another.
+// An arb_op's name as the problem syntax spells it ("gemm", ..., "qkv"); "unknown" for another.
 const char* op_name(int32_t op);
 
 }  // namespace arbiter::python

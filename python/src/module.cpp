@@ -157,6 +157,21 @@ class Context {
     return std::nullopt;
   }
 
+  // The input of an attention block: out = rope(n W^T) on its q and k heads, n = rmsnorm(x) *
+  // norm_weight, W the fused QKV weight as torch.nn.Linear stores it; out [..., heads + 2 kv_heads,
+  // head_dim]; layout: arb_rope_layout. The library checks CPU positions against max_position.
+  std::optional<std::string> qkv(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight,
+                                 const nb::ndarray<nb::ro>& weight, const nb::ndarray<nb::ro>& positions,
+                                 const Output& out, int64_t heads, int64_t kv_heads, double theta, int64_t max_position,
+                                 int32_t layout, float eps, uintptr_t stream, uint32_t bf16, bool explain) {
+    CallOperands operands;
+    describe_qkv(x, norm_weight, weight, positions, out, bf16, operands);
+    const arb_qkv_args args = qkv_args(operands, heads, kv_heads, theta, max_position, layout, eps);
+    if (explain) return explain_call(ContextUse(*state_).get(), ARB_OP_QKV, &args);
+    call([&](arb_context context) { return arb_qkv(context, &args, reinterpret_cast<void*>(stream)); });
+    return std::nullopt;
+  }
+
   // Plans: the same arguments as the operations, bound once (plan.hpp).
   Plan* plan_gemm(const nb::ndarray<nb::ro>& a, const nb::ndarray<nb::ro>& b, const Input& c, const Input& bias,
                   const Output& d, int32_t activation, float alpha, float beta, uint32_t bf16) {
@@ -294,6 +309,8 @@ NB_MODULE(_arbiter, m) {
            "explain"_a)
       .def("mlp", &Context::mlp, "x"_a, "norm_weight"_a, "gate"_a, "up"_a.none(), "down"_a, "out"_a, "eps"_a,
            "stream"_a, "bf16"_a, "explain"_a)
+      .def("qkv", &Context::qkv, "x"_a, "norm_weight"_a, "weight"_a, "positions"_a, "out"_a, "heads"_a, "kv_heads"_a,
+           "theta"_a, "max_position"_a, "layout"_a, "eps"_a, "stream"_a, "bf16"_a, "explain"_a)
       // A plan keeps its context object alive (keep_alive<0, 1>): only an explicit close() ends it early.
       .def("plan_gemm", &Context::plan_gemm, "a"_a, "b"_a, "c"_a.none(), "bias"_a.none(), "d"_a, "activation"_a,
            "alpha"_a, "beta"_a, "bf16"_a, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())

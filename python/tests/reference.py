@@ -186,3 +186,40 @@ def assert_mlp_close(got, x, norm_weight, gate, up, down, dtype, eps=1e-5):
     want, magnitude = mlp_parts(x, norm_weight, gate, up, down, eps)
     inter = f64(down).shape[1]
     assert_close(got, want, dtype, f64(x).shape[-1] + inter, magnitude)
+
+
+def qkv_parts(x, norm_weight, weight, positions, heads, kv_heads, theta=500000.0, layout="half", eps=1e-5):
+    """The attention block's input in float64, with the scale of its rounding errors: (y,
+    magnitude, slack). y [..., heads + 2 kv_heads, dim] is p = n @ weight.T, n = rmsnorm(x) *
+    norm_weight, with rope (positions, theta, layout) on its q and k heads (the first heads +
+    kv_heads) and its v heads as projected. A kernel may round n and p to the dtype: p's error
+    scales with its sum of absolute products (|n| @ |weight|.T, as a GEMM's), and a turned
+    element carries both of its pair's. slack: a kernel's f32 angles, as assert_rope_close's."""
+    n = rmsnorm(x, norm_weight, eps)
+    w = f64(weight)
+    total = heads + 2 * kv_heads
+    dim = w.shape[0] // total
+    shape = n.shape[:-1] + (total, dim)
+    p = (n @ w.T).reshape(shape)
+    scale = (np.abs(n) @ np.abs(w).T).reshape(shape)
+    turned = slice(0, heads + kv_heads)
+    first, second = rope_pairs(layout, dim)
+    y, magnitude, slack = p.copy(), scale.copy(), np.zeros(shape)
+    y[..., turned, :] = rope(p[..., turned, :], positions, theta, layout)
+    pair_scale = scale[..., turned, first] + scale[..., turned, second]
+    magnitude[..., turned, first] = magnitude[..., turned, second] = pair_scale
+    pair = np.abs(p[..., turned, first]) + np.abs(p[..., turned, second])
+    slack[..., turned, first] = slack[..., turned, second] = 8 * 2.0**-24 * rope_angles(positions, dim, theta) * pair
+    return y, magnitude, slack
+
+
+def qkv(x, norm_weight, weight, positions, heads, kv_heads, theta=500000.0, layout="half", eps=1e-5):
+    return qkv_parts(x, norm_weight, weight, positions, heads, kv_heads, theta, layout, eps)[0]
+
+
+def assert_qkv_close(got, x, norm_weight, weight, positions, heads, kv_heads, dtype, theta=500000.0, layout="half",
+                     eps=1e-5):
+    """`got` against qkv(...): sums over hidden terms, on the magnitude of qkv_parts."""
+    want, magnitude, slack = qkv_parts(x, norm_weight, weight, positions, heads, kv_heads, theta, layout, eps)
+    assert tuple(np.shape(got)) == want.shape, (np.shape(got), want.shape)
+    assert_close(got, want, dtype, f64(x).shape[-1], magnitude, slack=slack)

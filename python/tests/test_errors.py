@@ -23,6 +23,8 @@ def mlp_weights(hidden=8, inter=16, dtype=np.float32):
 
 
 W, G, U, D = mlp_weights()
+# qkv with hidden 8, heads 4, kv_heads 2 (8 heads in all) of head_dim 8: a fused weight [64, 8].
+QKV_W = f32(64, 8)
 
 
 def test_error_classes():
@@ -118,6 +120,63 @@ def test_error_classes():
         (lambda c: c.mlp("not an array", W, G, U, D), TypeError, None),
         (lambda c: c.explain("mlp", f32(2, 8), W, G, U, f32(16, 8)), arbiter.InvalidArgumentError,
          r"down must be \[8, 16\]"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2, np.int64), 4, 2), arbiter.DTypeError,
+         "positions has dtype int64.*int32: convert"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2, np.float32), 4, 2), arbiter.DTypeError,
+         "positions has dtype float32"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(3), 4, 2), arbiter.InvalidArgumentError, "leading shape"),
+        (lambda c: c.qkv(f32(2, 3, 8), f32(8), QKV_W, tokens(6), 4, 2), arbiter.InvalidArgumentError, "leading shape"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 0, 2), arbiter.InvalidArgumentError,
+         r"heads \(0\) and kv_heads \(2\) must be >= 1"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 0, out=f32(2, 4, 16)), arbiter.InvalidArgumentError,
+         r"heads \(4\) and kv_heads \(0\) must be >= 1"),  # given out: the library's check
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(60, 8), tokens(2), 4, 2), arbiter.InvalidArgumentError,
+         r"60 rows, not a multiple of heads \+ 2 kv_heads"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64, 8), tokens(2), 4, 3), arbiter.InvalidArgumentError,
+         "not a multiple"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64), tokens(2), 4, 2), arbiter.InvalidArgumentError,
+         "weight must be 2-D"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(8, 8, 8), tokens(2), 4, 2), arbiter.InvalidArgumentError,
+         "weight must be 2-D"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64), tokens(2), 4, 2, out=f32(2, 8, 8)), arbiter.InvalidArgumentError,
+         "weight must be 2-D"),  # given out: the library's check
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64, 7), tokens(2), 4, 2), arbiter.InvalidArgumentError,
+         r"weight must be \[64, 8\], got \[64, 7\]"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(24, 8), tokens(2), 4, 2), arbiter.InvalidArgumentError,
+         "head_dim .* must be even"),
+        (lambda c: c.qkv(f32(2, 8), f32(7), QKV_W, tokens(2), 4, 2), arbiter.InvalidArgumentError,
+         "norm_weight must be 1-D of size 8"),
+        (lambda c: c.qkv(f32(4, 8), f32(8), QKV_W, tokens(4), 4, 2, max_position=3), arbiter.InvalidArgumentError,
+         r"positions\[3\] = 3 is outside \[0, max_position = 3\)"),
+        (lambda c: c.qkv(f32(4, 8), f32(8), QKV_W, -tokens(4), 4, 2), arbiter.InvalidArgumentError,
+         r"positions\[1\] = -1 is outside"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, max_position=0), arbiter.InvalidArgumentError,
+         "max_position = 0"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, theta=1.0), arbiter.InvalidArgumentError,
+         "theta = 1 must be"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, layout="neox"), arbiter.InvalidArgumentError,
+         "layout='neox': expected one of 'half', 'interleaved'"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, eps=-1.0), arbiter.InvalidArgumentError,
+         "eps must be finite and >= 0"),
+        (lambda c: c.qkv(np.ones((2, 8)), np.ones(8), np.ones((64, 8)), tokens(2), 4, 2), arbiter.DTypeError,
+         "x has dtype float64"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), np.ones((64, 8), np.float16), tokens(2), 4, 2),
+         arbiter.InvalidArgumentError, "weight has dtype f16"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, out=np.ones((2, 8, 8), np.float16)),
+         arbiter.InvalidArgumentError, "y has dtype f16, but the first operand has f32"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, out=f32(2, 64)), arbiter.InvalidArgumentError,
+         r"y must be \[\.\.\., heads \+ 2 kv_heads, head_dim\]"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, out=f32(2, 7, 8)), arbiter.InvalidArgumentError,
+         r"second-to-last dimension \(7\) must be heads \+ 2 kv_heads = 8"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, stream=7), arbiter.InvalidArgumentError,
+         "stream must be NULL"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, stream="default"), TypeError, "stream"),
+        (lambda c: c.qkv(f32(2, 8), f32(8), "not an array", tokens(2), 4, 2), TypeError, None),
+        (lambda c: c.qkv(f32(2, 8), f32(8), QKV_W, "not an array", 4, 2), TypeError, None),
+        (lambda c: c.qkv("not an array", f32(8), QKV_W, tokens(2), 4, 2), TypeError, None),
+        (lambda c: c.explain("qkv", f32(2, 8), f32(8), QKV_W, tokens(2)), TypeError, "missing arguments"),
+        (lambda c: c.explain("qkv", f32(2, 8), f32(8), f32(64, 7), tokens(2), 4, 2), arbiter.InvalidArgumentError,
+         r"weight must be \[64, 8\]"),
         (lambda c: c.explain("gemm f32 m=0 n=1"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("conv2d f32"), arbiter.InvalidArgumentError, None),
         (lambda c: c.explain("convolution", f32(2, 2)), arbiter.InvalidArgumentError, "unknown op"),
@@ -162,6 +221,17 @@ def test_outputs_overlapping_inputs_are_refused(ctx):
     with pytest.raises(arbiter.InvalidArgumentError, match="y overlaps"):
         ctx.mlp(x, weight, fused, down=down, out=fused[20:24])  # inside the fused weight's up rows
     assert all(np.all(t == 1) for t in (x, weight, gate, up, down, fused))
+    # qkv: y must not overlap x, norm_weight, the weight or positions.
+    memory = f32(2 * 8 * 8 + 64 * 8)
+    out = memory[:128].reshape(2, 8, 8)
+    for inputs in ((memory[:16].reshape(2, 8), f32(8), QKV_W, tokens(2)),
+                   (f32(2, 8), memory[120:128], QKV_W, tokens(2)),
+                   (f32(2, 8), f32(8), memory[64:576].reshape(64, 8), tokens(2)),
+                   (f32(2, 8), f32(8), QKV_W, memory[:2].view(np.int32))):
+        with pytest.raises(arbiter.InvalidArgumentError, match="y overlaps"):
+            ctx.qkv(*inputs, 4, 2, out=out)
+    assert np.all(memory == 1)
+    ctx.qkv(f32(2, 8), f32(8), memory[128:].reshape(64, 8), tokens(2), 4, 2, out=out)  # right after the weight: taken
 
 
 def test_mlp_out_right_after_a_fused_weight(ctx):
@@ -206,6 +276,8 @@ def test_read_only_output_is_refused(ctx):
         ctx.swiglu(f32(4, 4), f32(4, 4), out=out)
     with pytest.raises(arbiter.InvalidArgumentError, match="read-only"):
         ctx.mlp(f32(4, 8), *mlp_weights(), out=np.broadcast_to(f32(8), (4, 8)))
+    with pytest.raises(arbiter.InvalidArgumentError, match="read-only"):
+        ctx.qkv(f32(2, 8), f32(8), QKV_W, tokens(2), 4, 2, out=np.broadcast_to(f32(8), (2, 8, 8)))
 
 
 def test_config_errors(tmp_path):

@@ -241,3 +241,60 @@ def test_mlp_jax_in_jax_out(ctx, rng):
     y = ctx.mlp(*(t.astype(jnp.bfloat16) for t in (jx, jw, jg, ju, jd)))
     assert isinstance(y, jax.Array) and y.dtype == jnp.bfloat16
     check(np.asarray(y), np.ndarray, ref.bfloat16)
+
+
+def qkv_case(rng):
+    """(x, norm_weight, weight, positions, check(y, kind)) for the framework tests: rows of 2 x 3,
+    4 q heads and 2 each of k and v, head_dim 16."""
+    hidden, heads, kv_heads, dim = 32, 4, 2, 16
+    x = ref.random(rng, (2, 3, hidden), np.float32)
+    norm_weight = ref.random(rng, (hidden,), np.float32)
+    weight = ref.random(rng, ((heads + 2 * kv_heads) * dim, hidden), np.float32, scale=hidden**-0.5)
+    positions = np.array([[0, 7, 100], [3, 8191, 42]], np.int32)
+
+    def check(y, kind, dtype=np.float32, layout="half"):
+        assert isinstance(y, kind) and tuple(y.shape) == (2, 3, heads + 2 * kv_heads, dim)
+        cast = [t.astype(dtype) for t in (x, norm_weight, weight)]
+        ref.assert_qkv_close(np.asarray(y), *cast, positions, heads, kv_heads, dtype, layout=layout)
+
+    return x, norm_weight, weight, positions, check
+
+
+def test_qkv_any_dlpack_object(ctx, rng):
+    x, norm_weight, weight, positions, check = qkv_case(rng)
+    check(ctx.qkv(*(Wrapped(t) for t in (x, norm_weight, weight, positions)), 4, 2), np.ndarray)
+    out = np.empty((2, 3, 8, 16), np.float32)
+    assert ctx.qkv(Wrapped(x), Wrapped(norm_weight), Wrapped(weight), Wrapped(positions), 4, 2, layout="interleaved",
+                   out=out) is out
+    check(out, np.ndarray, layout="interleaved")
+
+
+def test_qkv_torch_in_torch_out(ctx, rng):
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    x, norm_weight, weight, positions, check = qkv_case(rng)
+    tx, tn, tw, tp = (torch.from_numpy(t) for t in (x, norm_weight, weight, positions))
+    check(ctx.qkv(tx, tn, tw, tp, 4, 2), torch.Tensor)
+    # nn.Linear's weight as a model holds it (requires grad: detached by the caller), and a
+    # transposed view (copied with .contiguous()).
+    linear = torch.nn.Linear(32, 128, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(tw)
+    check(ctx.qkv(tx, tn, linear.weight.detach(), tp, 4, 2), torch.Tensor)
+    check(ctx.qkv(tx, tn, tw.t().contiguous().t(), tp, 4, 2), torch.Tensor)
+    y = ctx.qkv(tx.bfloat16(), tn.bfloat16(), tw.bfloat16(), tp, 4, 2)
+    assert y.dtype == torch.bfloat16
+    check(y.float().numpy().astype(ref.bfloat16), np.ndarray, ref.bfloat16)
+    with pytest.raises(arbiter.DTypeError, match="int64.*int32"):
+        ctx.qkv(tx, tn, tw, tp.long(), 4, 2)
+
+
+def test_qkv_jax_in_jax_out(ctx, rng):
+    jax = pytest.importorskip("jax", reason="JAX is not installed (tools/install-deps.sh installs it)")
+    jnp = jax.numpy
+    x, norm_weight, weight, positions, check = qkv_case(rng)
+    jx, jn, jw, jp = (jnp.asarray(t) for t in (x, norm_weight, weight, positions))
+    check(ctx.qkv(jx, jn, jw, jp, 4, 2), jax.Array)
+    y = ctx.qkv(*(t.astype(jnp.bfloat16) for t in (jx, jn, jw)), jp, 4, 2)
+    assert isinstance(y, jax.Array) and y.dtype == jnp.bfloat16
+    check(np.asarray(y), np.ndarray, ref.bfloat16)
+    assert "qkv f32 rows=6 hidden=32 heads=4 kvheads=2 dim=16" in ctx.explain("qkv", jx, jn, jw, jp, 4, 2)

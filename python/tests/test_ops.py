@@ -460,3 +460,133 @@ def test_mlp_each_cpu_kernel(rng, kernel):
             assert f"kernel:  {kernel} " in pinned.explain("mlp", x, norm_weight, gate_up, down=down)
             ref.assert_mlp_close(pinned.mlp(x, norm_weight, gate, up, down), x, norm_weight, gate, up, down, dtype)
             ref.assert_mlp_close(pinned.mlp(x, norm_weight, gate_up, down=down), x, norm_weight, gate, up, down, dtype)
+
+
+# qkv: y = rope(n @ weight.T) on its q and k heads, n = rmsnorm(x) * norm_weight; weight the fused
+# QKV projection [(heads + 2 kv_heads) * dim, hidden] as nn.Linear stores it; y [..., heads + 2
+# kv_heads, dim] with the heads side by side; positions int32 of x's leading shape.
+def qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, dtype, max_position=8192):
+    """x [*rows_shape, hidden], norm_weight, the fused weight and positions, scaled so that the
+    projection stays near 1 (f16's range holds it)."""
+    x = ref.random(rng, (*rows_shape, hidden), dtype)
+    norm_weight = (1 + ref.random(rng, (hidden,), np.float64, scale=0.2)).astype(dtype)
+    weight = ref.random(rng, ((heads + 2 * kv_heads) * dim, hidden), dtype, scale=hidden**-0.5)
+    positions = rng.integers(0, max_position, rows_shape, dtype=np.int32)
+    return x, norm_weight, weight, positions
+
+
+# (rows_shape, hidden, heads, kv_heads, head_dim): a decode step, GQA groups, N-d rows, the smallest heads, MHA.
+QKV_SHAPES = [((1,), 64, 4, 2, 16), ((5,), 96, 8, 2, 32), ((2, 3), 32, 2, 2, 8), ((3,), 7, 1, 1, 2),
+              ((4,), 128, 4, 4, 64)]
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("rows_shape,hidden,heads,kv_heads,dim", QKV_SHAPES)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_qkv(ctx, rng, dtype, rows_shape, hidden, heads, kv_heads, dim, layout):
+    x, norm_weight, weight, positions = qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, dtype)
+    inputs_before = [t.copy() for t in (x, norm_weight, weight, positions)]
+    y = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, layout=layout)
+    assert type(y) is np.ndarray and y.shape == (*rows_shape, heads + 2 * kv_heads, dim) and y.dtype == np.dtype(dtype)
+    assert y.flags.c_contiguous
+    ref.assert_qkv_close(y, x, norm_weight, weight, positions, heads, kv_heads, dtype, layout=layout)
+    for t, before in zip((x, norm_weight, weight, positions), inputs_before):
+        assert np.array_equal(t.view(np.uint8), before.view(np.uint8))  # inputs are only read
+    out = np.full(y.shape, np.nan, dtype)
+    assert ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, layout=layout, out=out) is out  # the same bits
+    assert np.array_equal(out.view(np.uint8), y.view(np.uint8))
+
+
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_qkv_theta_max_position_eps_and_position_zero(ctx, rng, layout):
+    heads, kv_heads, dim, hidden = 4, 2, 16, 48
+    x, norm_weight, weight, _ = qkv_operands(rng, (6,), hidden, heads, kv_heads, dim, np.float32)
+    positions = np.array([0, 1, 2, 99, 100, 0], np.int32)
+    y = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, theta=10000.0, max_position=101, layout=layout,
+                eps=1e-3)
+    ref.assert_qkv_close(y, x, norm_weight, weight, positions, heads, kv_heads, np.float32, 10000.0, layout, 1e-3)
+    # Position 0 turns nothing: those rows are the plain projection, as are every row's v heads.
+    projection = ref.rmsnorm(x, norm_weight, 1e-3) @ ref.f64(weight).T
+    plain = projection.reshape(6, heads + 2 * kv_heads, dim)
+    ref.assert_close(y[[0, 5]], plain[[0, 5]], np.float32, hidden, np.abs(plain[[0, 5]]) + 1)
+    v = slice(heads + kv_heads, None)
+    ref.assert_close(y[:, v], plain[:, v], np.float32, hidden, np.abs(plain[:, v]) + 1)
+    # The two layouts pair different elements: they differ wherever a position is not 0.
+    other = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, theta=10000.0, max_position=101, eps=1e-3,
+                    layout="half" if layout == "interleaved" else "interleaved")
+    assert not np.allclose(other[1:5, :heads + kv_heads], y[1:5, :heads + kv_heads])
+    assert np.array_equal(other[:, v], y[:, v])
+
+
+def test_qkv_views_feed_attention(ctx, rng):
+    """q, k and v are views of the result (heads side by side): attention reads them where they lie."""
+    tokens, hidden, heads, kv_heads, dim = 9, 64, 4, 2, 16
+    x, norm_weight, weight, _ = qkv_operands(rng, (1, tokens), hidden, heads, kv_heads, dim, np.float32)
+    positions = np.arange(tokens, dtype=np.int32)[None]
+    y = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads)
+    assert y.shape == (1, tokens, heads + 2 * kv_heads, dim)
+    q, k, v = y[:, :, :heads], y[:, :, heads:heads + kv_heads], y[:, :, heads + kv_heads:]
+    assert np.shares_memory(q, y) and np.shares_memory(k, y) and np.shares_memory(v, y)
+    o = ctx.attention(q, k, v, causal=True)
+    attention_close(o, q, k, v, True, None, np.float32)
+
+
+def test_qkv_padded_strided_and_transposed_views(ctx, rng):
+    rows, hidden, heads, kv_heads, dim = 3, 64, 4, 2, 16
+    total = heads + 2 * kv_heads
+    x, norm_weight, weight, positions = qkv_operands(rng, (rows,), hidden, heads, kv_heads, dim, np.float32)
+    # Padded rows (the weight sliced out of wider storage, x inside wider rows, out with spare
+    # heads after each row's): read and written where they lie.
+    weight_big = np.concatenate([weight, ref.random(rng, (total * dim, 16), np.float32)], axis=1)
+    x_big = np.concatenate([x, ref.random(rng, (rows, 5), np.float32)], axis=1)
+    out_big = np.full((rows, total + 1, dim), np.nan, np.float32)
+    out = out_big[:, :total]
+    assert ctx.qkv(x_big[:, :hidden], norm_weight, weight_big[:, :hidden], positions, heads, kv_heads, out=out) is out
+    ref.assert_qkv_close(out, x, norm_weight, weight, positions, heads, kv_heads, np.float32)
+    assert np.all(np.isnan(out_big[:, total:]))  # nothing outside out written
+    text = ctx.explain("qkv", x_big[:, :hidden], norm_weight, weight_big[:, :hidden], positions, heads, kv_heads,
+                       out=out)
+    assert f"ldx=69 ldw=80 ldy={(total + 1) * dim}" in text, text  # no copies: the views' own row strides
+    # A transposed weight (a [hidden, n] array's .T), non-unit last strides and strided positions: copied.
+    weight_t = np.ascontiguousarray(weight.T).T
+    x_strided = np.repeat(x, 2, axis=1)[:, ::2]
+    norm_strided = np.repeat(norm_weight, 2)[::2]
+    positions_strided = np.repeat(positions, 2)[::2]
+    assert not weight_t.flags.c_contiguous and not x_strided.flags.c_contiguous
+    y = ctx.qkv(x_strided, norm_strided, weight_t, positions_strided, heads, kv_heads)
+    ref.assert_qkv_close(y, x, norm_weight, weight, positions, heads, kv_heads, np.float32)
+    # out is never copied: heads apart from each other are refused.
+    apart = np.empty((rows, total, dim + 2), np.float32)[..., :dim]
+    with pytest.raises(arbiter.InvalidArgumentError, match="heads must lie side by side"):
+        ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, out=apart)
+
+
+def test_qkv_bfloat16_numpy_and_explain(ctx, rng):
+    if ref.bfloat16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    x, norm_weight, weight, positions = qkv_operands(rng, (2,), 64, 4, 2, 16, ref.bfloat16)
+    y = ctx.qkv(x, norm_weight, weight, positions, 4, 2, layout="interleaved")
+    assert y.dtype == ref.bfloat16 and y.shape == (2, 8, 16)
+    ref.assert_qkv_close(y, x, norm_weight, weight, positions, 4, 2, ref.bfloat16, layout="interleaved")
+    text = ctx.explain("qkv", x, norm_weight, weight, positions, 4, 2, layout="interleaved", theta=10000.0)
+    assert ("qkv bf16 rows=2 hidden=64 heads=4 kvheads=2 dim=16 layout=interleaved theta=10000 maxpos=8192 "
+            "ldx=64 ldw=64 ldy=128") in text, text
+    assert "kernel:" in text and "chain.qkv" in text, text  # considered, if not chosen: kernels race the chain
+    assert text == ctx.explain("qkv", x, norm_weight, weight, positions, heads=4, kv_heads=2, layout="interleaved",
+                               theta=10000.0)
+
+
+@pytest.mark.parametrize("kernel", ["cpu.qkv_fused", "chain.qkv", "reference.qkv"])
+def test_qkv_each_cpu_kernel(ctx, rng, kernel):
+    """Every CPU kernel of the op, pinned by a dispatch override: the fused kernel (where the cpu
+    plugin has one), the chain of single-op calls and the fp64 reference."""
+    if not any(k.name == kernel for p in ctx.plugins() if p.status == "loaded" for k in p.kernels):
+        pytest.skip(f"{kernel} is not loaded")
+    config = f'[[dispatch.override]]\nop = "qkv"\nkernel = "{kernel}"\n'
+    with arbiter.Context(config) as pinned:
+        for dtype in (np.float32, np.float16):
+            for layout in ("half", "interleaved"):
+                x, norm_weight, weight, positions = qkv_operands(rng, (3,), 64, 4, 2, 32, dtype)
+                assert f"kernel:  {kernel} " in pinned.explain("qkv", x, norm_weight, weight, positions, 4, 2)
+                y = pinned.qkv(x, norm_weight, weight, positions, 4, 2, layout=layout)
+                ref.assert_qkv_close(y, x, norm_weight, weight, positions, 4, 2, dtype, layout=layout)

@@ -40,14 +40,25 @@ def test_explain_a_problem_and_a_call(ctx):
     text = ctx.explain("mlp", x, norm, gate_up[:48], gate_up[48:], down, eps=1e-6)
     assert "mlp f16 rows=4 hidden=128 inter=48 ldx=128 ldy=128 ldgate=128 ldup=128 lddown=48" in text, text
     assert "chain.mlp" in text and "kernel:" in text
+    # qkv: the fused weight's rows give head_dim; the call is the problem in the syntax.
+    qkv_weight, positions = np.ones(((8 + 2 * 2) * 32, 128), np.float16), np.zeros(4, np.int32)
+    assert ctx.explain("qkv", x, norm, qkv_weight, positions, 8, 2).splitlines()[1] == ctx.explain(
+        "qkv f16 rows=4 hidden=128 heads=8 kvheads=2 dim=32").splitlines()[1]
+    text = ctx.explain("qkv", x, norm, qkv_weight, positions, 8, 2, layout="interleaved", theta=10000.0, eps=1e-6)
+    assert ("qkv f16 rows=4 hidden=128 heads=8 kvheads=2 dim=32 layout=interleaved theta=10000 maxpos=8192 ldx=128 "
+            "ldw=128 ldy=384") in text, text
+    assert "chain.qkv" in text and "reference.qkv" in text and "kernel:" in text
 
 
 def test_plugins(ctx):
     plugins = ctx.plugins()
     by_name = {p.name: p for p in plugins}
     assert by_name["cpu"].status == "loaded" and by_name["cpu"].kernels
-    assert all(k.op in ("gemm", "rmsnorm", "softmax", "swiglu", "rope", "attention", "mlp") for p in plugins for k in p.kernels)
-    assert {k.op for k in by_name["cpu"].kernels} == {"gemm", "rmsnorm", "softmax", "swiglu", "rope", "attention", "mlp"}
+    ops = {"gemm", "rmsnorm", "softmax", "swiglu", "rope", "attention", "mlp", "qkv"}
+    assert all(k.op in ops for p in plugins for k in p.kernels)
+    # The cpu plugin has kernels of every op (of qkv perhaps none: its built-in chain and the reference race any).
+    assert ops - {"qkv"} <= {k.op for k in by_name["cpu"].kernels} <= ops
+    assert {"chain.qkv", "reference.qkv"} <= {k.name for p in plugins for k in p.kernels if k.op == "qkv"}
     assert all(p.reason for p in plugins if p.status != "loaded")  # every refusal says why
     assert any(p.trust == "oracle" for p in plugins)
     json.loads(json.dumps([p.to_dict() for p in plugins]))

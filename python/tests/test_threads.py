@@ -28,6 +28,10 @@ def test_threads_share_one_context(ctx):
             down = ref.random(rng, (16, n), np.float32, 0.25)
             ref.assert_mlp_close(ctx.mlp(x, norm_weight, gate_up, down=down), x, norm_weight, gate_up, None, down,
                                  np.float32)
+            heads, kv_heads, layout = 1 + i % 4, 1 + seed % 2, ("half", "interleaved")[(i + seed) % 2]
+            weight = ref.random(rng, ((heads + 2 * kv_heads) * 2 * (1 + n % 8), 16), np.float32, 0.25)
+            ref.assert_qkv_close(ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, layout=layout), x,
+                                 norm_weight, weight, positions, heads, kv_heads, np.float32, layout=layout)
 
     run_in_threads(worker, 8)
 
@@ -59,3 +63,12 @@ def test_gil_is_released_during_an_mlp(ctx):
     out = np.empty_like(x)
     ctx.mlp(x, norm_weight, gate_up, down=down, out=out)
     assert_releases_gil(lambda: ctx.mlp(x, norm_weight, gate_up, down=down, out=out))
+
+
+def test_gil_is_released_during_a_qkv(ctx):
+    x, norm_weight = np.ones((16, 1024), np.float32), np.ones(1024, np.float32)
+    weight = np.full(((32 + 2 * 8) * 64, 1024), 0.01, np.float32)  # 12 MiB of weight: milliseconds
+    positions = np.arange(16, dtype=np.int32)
+    out = np.empty((16, 32 + 2 * 8, 64), np.float32)
+    ctx.qkv(x, norm_weight, weight, positions, 32, 8, out=out)
+    assert_releases_gil(lambda: ctx.qkv(x, norm_weight, weight, positions, 32, 8, out=out))

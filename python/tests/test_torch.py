@@ -115,6 +115,8 @@ def test_fake_implementations_trace_under_torch_compile():
         assert torch.ops.arbiter.rope(torch.empty(2, 3, 4, 8), torch.empty(2, 3, dtype=torch.int32)) is None
         assert torch.ops.arbiter.mlp(torch.empty(2, 3, 16), torch.empty(16), torch.empty(48, 16), None,
                                      torch.empty(16, 24)).shape == (2, 3, 16)
+        assert torch.ops.arbiter.qkv(torch.empty(2, 3, 16), torch.empty(16), torch.empty(8 * 4, 16),
+                                     torch.empty(2, 3, dtype=torch.int32), 4, 2).shape == (2, 3, 8, 4)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -153,6 +155,44 @@ def test_mlp_matches_numpy(dtype):
     ref.assert_mlp_close(fused.float().numpy(), *host, np_dtype)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_qkv_matches_numpy(dtype, layout):
+    """The fused QKV weight as a model's nn.Linear holds it, [(heads + 2 kv_heads) * head_dim, hidden];
+    the result [batch, seq, heads + 2 kv_heads, head_dim], q, k and v its views."""
+    np_dtype = {torch.float32: np.float32, torch.float16: np.float16, torch.bfloat16: ref.bfloat16}[dtype]
+    if np_dtype is None:
+        pytest.skip("ml_dtypes is not installed")
+    torch.manual_seed(5)
+    hidden, heads, kv_heads, dim = 64, 4, 2, 16
+    x, norm_weight = torch.randn(2, 3, hidden).to(dtype), (1 + 0.2 * torch.randn(hidden)).to(dtype)
+    weight = torch.nn.Linear(hidden, (heads + 2 * kv_heads) * dim, bias=False).weight.to(dtype)
+    assert weight.requires_grad  # detached by the op: it has no backward
+    positions = torch.randint(0, 8192, (2, 3), dtype=torch.int32)
+    y = torch.ops.arbiter.qkv(x, norm_weight, weight, positions, heads, kv_heads, 500000.0, 8192, layout, 1e-5)
+    assert y.dtype == dtype and y.shape == (2, 3, heads + 2 * kv_heads, dim)
+    host = [t.detach().float().numpy().astype(np_dtype) for t in (x, norm_weight, weight)]
+    ref.assert_qkv_close(y.detach().float().numpy(), *host, positions.numpy(), heads, kv_heads, np_dtype, layout=layout)
+    q, k, v = y.split([heads, kv_heads, kv_heads], dim=2)  # views, as attention takes them
+    assert q.data_ptr() == y.data_ptr() and k.shape == v.shape == (2, 3, kv_heads, dim)
+    with pytest.raises(arbiter.DTypeError, match="int32"):
+        torch.ops.arbiter.qkv(x, norm_weight, weight, positions.long(), heads, kv_heads)
+
+
+def test_qkv_traces_under_torch_compile():
+    def attention_block(x, norm_weight, weight, positions):
+        y = torch.ops.arbiter.qkv(x, norm_weight, weight, positions, 4, 2, 10000.0, 4096, "half", 1e-6)
+        q, k, v = y.split([4, 2, 2], dim=2)
+        return torch.ops.arbiter.attention(q, k, v, True, None)
+
+    torch.manual_seed(6)
+    x, norm_weight, weight = torch.randn(1, 8, 32), torch.randn(32), torch.randn(8 * 16, 32) / 6
+    positions = torch.arange(8, dtype=torch.int32).view(1, 8)
+    eager = attention_block(x, norm_weight, weight, positions)
+    compiled = torch.compile(attention_block, backend="aot_eager", fullgraph=True)
+    assert torch.equal(compiled(x, norm_weight, weight, positions), eager) and eager.shape == (1, 8, 4, 16)
+
+
 def test_opcheck():
     # torch.library.opcheck: schema, fake kernel and dispatch registrations agree.
     a, b = torch.randn(8, 4), torch.randn(4, 6)
@@ -170,6 +210,10 @@ def test_opcheck():
     positions = torch.tensor([0, 5, 4095], dtype=torch.int32)
     for layout in ("half", "interleaved"):
         torch.library.opcheck(torch.ops.arbiter.rope.default, (torch.randn(3, 2, 8), positions, 10000.0, 4096, layout))
+        torch.library.opcheck(torch.ops.arbiter.qkv.default,
+                              (x, norm_weight, torch.randn(8 * 4, 16), positions, 4, 2, 10000.0, 4096, layout, 1e-5))
+    torch.library.opcheck(torch.ops.arbiter.qkv.default,  # N-d x, positions of its leading shape; the defaults
+                          (x.view(1, 3, 16), norm_weight, torch.randn(3 * 8, 16), positions.view(1, 3), 1, 1))
 
 
 def test_tensors_that_require_grad_are_accepted():
