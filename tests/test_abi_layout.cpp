@@ -157,7 +157,9 @@ static_assert(offsetof(arb_problem, causal) == 344);
 static_assert(offsetof(arb_problem, reserved_attention) == 348);
 static_assert(offsetof(arb_problem, inter) == 352);  // since 1.4 of the plugin ABI: mlp
 static_assert(offsetof(arb_problem, ld_down) == 360);
-static_assert(sizeof(arb_problem) == 368);
+static_assert(offsetof(arb_problem, head_dim) == 368);  // since 1.5 of the plugin ABI: qkv
+static_assert(offsetof(arb_problem, ld_w) == 376);
+static_assert(sizeof(arb_problem) == 384);
 // arb_operands
 static_assert(offsetof(arb_operands, struct_size) == 0);
 static_assert(offsetof(arb_operands, a) == 8);
@@ -248,6 +250,13 @@ static_assert(offsetof(arb_mlp_args, x) == 8 && offsetof(arb_mlp_args, norm_weig
               offsetof(arb_mlp_args, down) == 40 && offsetof(arb_mlp_args, y) == 48 &&
               offsetof(arb_mlp_args, eps) == 56 && offsetof(arb_mlp_args, reserved) == 60 &&
               sizeof(arb_mlp_args) == 64);
+// since 1.8
+static_assert(offsetof(arb_qkv_args, x) == 8 && offsetof(arb_qkv_args, norm_weight) == 16 &&
+              offsetof(arb_qkv_args, weight) == 24 && offsetof(arb_qkv_args, positions) == 32 &&
+              offsetof(arb_qkv_args, y) == 40 && offsetof(arb_qkv_args, heads) == 48 &&
+              offsetof(arb_qkv_args, kv_heads) == 56 && offsetof(arb_qkv_args, theta) == 64 &&
+              offsetof(arb_qkv_args, max_position) == 72 && offsetof(arb_qkv_args, eps) == 80 &&
+              offsetof(arb_qkv_args, layout) == 84 && sizeof(arb_qkv_args) == 88 && ARB_QKV_ARGS_STRUCT_SIZE == 88);
 static_assert(ARB_ATTENTION_ARGS_STRUCT_SIZE == 48);  // added in 1.6: the size of its first version
 static_assert(offsetof(arb_attention_args, q) == 8 && offsetof(arb_attention_args, k) == 16 &&
               offsetof(arb_attention_args, v) == 24 && offsetof(arb_attention_args, o) == 32 &&
@@ -297,7 +306,7 @@ static_assert(ARB_OK == 0 && ARB_ERR_INVALID_ARGUMENT == 1 && ARB_ERR_UNSUPPORTE
               ARB_ERR_BUFFER_TOO_SMALL == 8 && ARB_ERR_INTERNAL == 9 && ARB_ERR_TABLE == 10);
 static_assert(ARB_DTYPE_F32 == 1 && ARB_DTYPE_F16 == 2 && ARB_DTYPE_BF16 == 3);
 static_assert(ARB_OP_GEMM == 1 && ARB_OP_RMSNORM == 2 && ARB_OP_SOFTMAX == 3 && ARB_OP_SWIGLU == 4 && ARB_OP_ROPE == 5 &&
-              ARB_OP_ATTENTION == 6 && ARB_OP_MLP == 7);
+              ARB_OP_ATTENTION == 6 && ARB_OP_MLP == 7 && ARB_OP_QKV == 8);
 static_assert(ARB_ROPE_SPLIT_HALF == 0 && ARB_ROPE_INTERLEAVED == 1);
 static_assert(ARB_ACT_NONE == 0 && ARB_ACT_RELU == 1 && ARB_ACT_GELU_TANH == 2 && ARB_ACT_GELU_ERF == 3 &&
               ARB_ACT_SILU == 4);
@@ -307,9 +316,9 @@ static_assert(ARB_KERNEL_FLAG_NONDETERMINISTIC == 0x1u && ARB_KERNEL_FLAG_TF32 =
 
 TEST_CASE("ABI: the versions this build declares") {
   CHECK(ARB_ABI_VERSION_MAJOR == 1);
-  CHECK(ARB_ABI_VERSION_MINOR == 8);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope; 1.6: arb_attention; 1.7: arb_mlp; 1.8: arb_plan_operands' eight tensors (mlp plans)
+  CHECK(ARB_ABI_VERSION_MINOR == 8);  // 1.2: arb_verify, arb_tune, arb_report_*; 1.3: arb_plan_*; 1.4: arb_swiglu; 1.5: arb_rope; 1.6: arb_attention; 1.7: arb_mlp; 1.8: arb_plan_operands' eight tensors (mlp plans), arb_qkv
   CHECK(ARB_PLUGIN_ABI_MAJOR == 1);
-  CHECK(ARB_PLUGIN_ABI_MINOR == 4);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions; 1.3: ARB_OP_ATTENTION, its fields, q/k/v/o; 1.4: ARB_OP_MLP, inter/ld_down, down
+  CHECK(ARB_PLUGIN_ABI_MINOR == 5);  // 1.1: ARB_OP_SWIGLU, arb_problem ld_gate/ld_up, arb_operands gate/up; 1.2: ARB_OP_ROPE, its fields, positions; 1.3: ARB_OP_ATTENTION, its fields, q/k/v/o; 1.4: ARB_OP_MLP, inter/ld_down, down; 1.5: ARB_OP_QKV, head_dim/ld_w
   CHECK(arb_abi_version() == ARB_MAKE_VERSION(ARB_ABI_VERSION_MAJOR, ARB_ABI_VERSION_MINOR));
 }
 

@@ -224,7 +224,7 @@ TEST_CASE("the public API lists rejected plugins with reasons") {
       CHECK(std::string(info.name) == "reference");
       CHECK(info.provenance == ARB_PROVENANCE_REFERENCE);
       oracle_path = info.path;
-      CHECK(info.kernel_count == 7);  // gemm, rmsnorm, softmax, swiglu, rope, attention, mlp
+      CHECK(info.kernel_count == 8);  // gemm, rmsnorm, softmax, swiglu, rope, attention, mlp, qkv
       arb_kernel_info kernel = ARB_KERNEL_INFO_INIT;
       REQUIRE(arb_kernel_get_info(ctx, i, 0, &kernel) == ARB_OK);
       CHECK(std::string(kernel.name).rfind("reference.", 0) == 0);

@@ -94,6 +94,7 @@ const arbiter::Op& op_of(const arb_swiglu_args*) { return arbiter::swiglu_op(); 
 const arbiter::Op& op_of(const arb_rope_args*) { return arbiter::rope_op(); }
 const arbiter::Op& op_of(const arb_attention_args*) { return arbiter::attention_op(); }
 const arbiter::Op& op_of(const arb_mlp_args*) { return arbiter::mlp_op(); }
+const arbiter::Op& op_of(const arb_qkv_args*) { return arbiter::qkv_op(); }
 
 // A call of an op, the hot path of arb_gemm, arb_rmsnorm and arb_softmax: the common case
 // (every tensor row-major, of one known dtype, sizes up to 2^30) built inline, its problem
@@ -276,6 +277,11 @@ ARB_API arb_status arb_attention(arb_context context, const arb_attention_args* 
 
 // No fast path: a block's cost is three matrix products over its weights.
 ARB_API arb_status arb_mlp(arb_context context, const arb_mlp_args* args, void* stream) {
+  return run_op(context, op_of(args), args, stream);
+}
+
+// No fast path either: the block's cost is the projection over its weight.
+ARB_API arb_status arb_qkv(arb_context context, const arb_qkv_args* args, void* stream) {
   return run_op(context, op_of(args), args, stream);
 }
 

@@ -40,7 +40,7 @@ std::unique_ptr<PluginRecord> ChainKernels::plugin_record() {
   record->state = PluginState::loaded;
   record->name = "chain";
   record->version = ARBITER_VERSION_STRING;
-  record->description = "composite ops (the MLP block) as the chain of their single-op calls, each dispatched";
+  record->description = "composite ops (the MLP block, the attention block's input) as the chain of their single-op calls, each dispatched";
   record->abi_major = ARB_PLUGIN_ABI_MAJOR;
   record->abi_minor = record->agreed_minor = ARB_PLUGIN_ABI_MINOR;
   record->provenance = ARB_PROVENANCE_HAND_TUNED;

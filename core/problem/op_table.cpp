@@ -13,7 +13,7 @@ struct Table {
   std::vector<const Op*> by_code;
   std::vector<const Op*> all;
   Table() {
-    for (const Op* op : {&gemm_op(), &rmsnorm_op(), &softmax_op(), &swiglu_op(), &rope_op(), &attention_op(), &mlp_op()}) {
+    for (const Op* op : {&gemm_op(), &rmsnorm_op(), &softmax_op(), &swiglu_op(), &rope_op(), &attention_op(), &mlp_op(), &qkv_op()}) {
       const auto code = static_cast<size_t>(op->code());
       if (by_code.size() <= code) by_code.resize(code + 1, nullptr);
       by_code[code] = op;

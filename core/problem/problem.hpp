@@ -93,7 +93,7 @@ inline constexpr auto kProblemHashMultipliers = [] {
 }();
 // The words the hash reads: the op and dtype, and the sizes (gemm's m, n, k and batch; the
 // row ops' rows and cols; rope's and attention's heads, q_len, kv_len and kv_heads; mlp's
-// inter). Problems that differ only in strides, alignment or flags share a slot's
+// inter; qkv's head_dim). Problems that differ only in strides, alignment or flags share a slot's
 // neighbourhood and are told apart by the compare, which reads every word of the op; hashing
 // those words too cost each gemm call 16 instructions more (bench/dispatch_overhead.sh).
 inline constexpr ProblemWords kHashedProblemWords =
@@ -102,7 +102,8 @@ inline constexpr ProblemWords kHashedProblemWords =
     problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, cols) + sizeof(int64_t)) |
     problem_words(offsetof(arb_problem, heads), offsetof(arb_problem, heads) + sizeof(int64_t)) |
     problem_words(offsetof(arb_problem, q_len), offsetof(arb_problem, kv_heads) + sizeof(int64_t)) |
-    problem_words(offsetof(arb_problem, inter), offsetof(arb_problem, inter) + sizeof(int64_t));
+    problem_words(offsetof(arb_problem, inter), offsetof(arb_problem, inter) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, head_dim), offsetof(arb_problem, head_dim) + sizeof(int64_t));
 // The hash of the words word_at(i) gives (problem_word(), or a problem's words as values).
 template <typename WordAt>
 inline uint64_t hash_of_words(WordAt word_at, ProblemWords words) noexcept {
@@ -146,7 +147,7 @@ inline int32_t stride_alignment(const arb_problem& p) noexcept {
                                                   p.ld_gate | p.ld_up | p.ld_head | p.ld_q_batch |
                                                   p.ld_q_token | p.ld_q_head | p.ld_k_batch | p.ld_k_token |
                                                   p.ld_k_head | p.ld_v_batch | p.ld_v_token | p.ld_v_head |
-                                                  p.ld_o_batch | p.ld_o_token | p.ld_o_head | p.ld_down);
+                                                  p.ld_o_batch | p.ld_o_token | p.ld_o_head | p.ld_down | p.ld_w);
   return alignment_class({strides * static_cast<uint64_t>(dtype_size(p.dtype))});
 }
 

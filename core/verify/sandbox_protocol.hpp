@@ -20,7 +20,7 @@
 
 namespace arbiter::sandbox {
 
-inline constexpr uint64_t kMagic = 0x36646e6173627261ull;  // "arbsand6"
+inline constexpr uint64_t kMagic = 0x37646e6173627261ull;  // "arbsand7"
 inline constexpr int kArenaFd = 3;
 inline constexpr int kFirstChannelFd = 4;
 inline constexpr int kChannels = 4;  // as many launches at once as the concurrent-call check makes

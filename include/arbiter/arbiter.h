@@ -218,6 +218,40 @@ typedef struct arb_mlp_args {
 /* since 1.7 */
 ARB_API arb_status arb_mlp(arb_context context, const arb_mlp_args* args, void* stream);
 
+/* since 1.8: the input of a Llama attention block, a composite op:
+ *   n = rmsnorm(x) * norm_weight                     (over hidden, with eps)
+ *   y = n W^T                                        (the fused QKV projection)
+ *   rope on y's q and k heads, in place              (positions, theta, layout as arb_rope)
+ * x [..., hidden] (leading dimensions collapse into rows); weight W [(heads + 2 kv_heads)
+ * head_dim, hidden] as torch.nn.Linear stores a fused QKV projection (its rows: q's heads, then
+ * k's, then v's), row-major with a row stride of its own; y [..., heads + 2 kv_heads, head_dim],
+ * x's leading shape, the heads side by side (head stride head_dim), so that q, k and v are
+ * views of it (y[..., :heads, :], then kv_heads each). positions: int32 with x's leading shape,
+ * contiguous, each in [0, max_position). One dtype (f32, f16, bf16), one device; head_dim
+ * even. A kernel may round n and the projection to the dtype, as the chain of single ops does.
+ * y must not overlap any input. Kernels compete with the chain (rmsnorm, gemm, rope on q, rope
+ * on k), each step dispatched as its own call would be.
+ * (The whole struct; ARB_QKV_ARGS_STRUCT_SIZE is this first version.) */
+typedef struct arb_qkv_args {
+  size_t struct_size;
+  const DLTensor* x;
+  const DLTensor* norm_weight; /* [hidden] */
+  const DLTensor* weight;      /* [(heads + 2 kv_heads) head_dim, hidden] */
+  const DLTensor* positions;   /* int32, x's leading shape */
+  const DLTensor* y;           /* [..., heads + 2 kv_heads, head_dim], written */
+  int64_t heads;               /* q's heads, >= 1 */
+  int64_t kv_heads;            /* k's and v's, >= 1 */
+  double theta;                /* rope's base, > 1 */
+  int64_t max_position;        /* >= 1, <= 2^24 */
+  float eps;                   /* rmsnorm's; finite, >= 0 */
+  int32_t layout;              /* arb_rope_layout */
+} arb_qkv_args;
+#define ARB_QKV_ARGS_STRUCT_SIZE ARB_STRUCT_SIZE(arb_qkv_args, layout)
+#define ARB_QKV_ARGS_INIT {sizeof(arb_qkv_args), NULL, NULL, NULL, NULL, NULL, 0, 0, 500000.0, 8192, 1e-5f, ARB_ROPE_SPLIT_HALF}
+
+/* since 1.8 */
+ARB_API arb_status arb_qkv(arb_context context, const arb_qkv_args* args, void* stream);
+
 /* ---- explain -------------------------------------------------------------------------
  * Why a kernel is (or would be) chosen: the problem key, the rule that fired, and every
  * candidate with the reason it was refused. Writes a NUL-terminated report into buffer.

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 #define ARB_PLUGIN_ABI_MAJOR 1
-#define ARB_PLUGIN_ABI_MINOR 4
+#define ARB_PLUGIN_ABI_MINOR 5
 #define ARB_PLUGIN_ENTRY_SYMBOL "arbiter_plugin_entry"
 
 /* A problem: everything a kernel may look at to decide whether and how it runs, and
@@ -102,6 +102,16 @@ typedef struct arb_problem {
    * (above) and ld_down. */
   int64_t inter;
   int64_t ld_down;
+
+  /* since 1.5: qkv, the attention block's input over rows x cols (hidden): n = rmsnorm(x) *
+   * weight (eps: operands.eps), y = n W^T with W [(heads + 2 kv_heads) head_dim, cols] as
+   * torch.nn.Linear stores the fused QKV projection (operands.b, row stride ld_w), then rope
+   * (rope_theta, rope_layout, max_position above; operands.positions, one per row) on y's
+   * first heads + kv_heads heads, q's and k's, in place; y [rows, heads + 2 kv_heads, head_dim]
+   * with the heads side by side and the row stride ld_y. heads and kv_heads are the fields
+   * above, ld_x x's row stride. */
+  int64_t head_dim;
+  int64_t ld_w;
 } arb_problem;
 #define ARB_PROBLEM_STRUCT_SIZE ARB_STRUCT_SIZE(arb_problem, reserved)
 
@@ -109,21 +119,21 @@ typedef struct arb_problem {
 typedef struct arb_operands {
   size_t struct_size;
   const void* a; /* gemm */
-  const void* b;
+  const void* b;         /* gemm; since 1.5 also qkv's projection weight W */
   const void* c;
   const void* bias;
   void* d;
-  void* x;              /* rmsnorm (in/out when has_residual), softmax (in), mlp (in) */
+  void* x;              /* rmsnorm (in/out when has_residual), softmax (in), mlp and qkv (in) */
   const void* residual; /* rmsnorm */
-  const void* weight;   /* rmsnorm; mlp's norm weight */
-  void* y;              /* rmsnorm, softmax, mlp */
+  const void* weight;   /* rmsnorm; mlp's and qkv's norm weight */
+  void* y;              /* rmsnorm, softmax, mlp, qkv */
   float alpha;          /* gemm; attention's scale */
   float beta;           /* gemm */
-  float eps;            /* rmsnorm, mlp */
+  float eps;            /* rmsnorm, mlp, qkv */
   float reserved;
   const void* gate;     /* since 1.1: swiglu; since 1.4 also mlp's gate weight */
   const void* up;       /* since 1.1: swiglu; since 1.4 also mlp's up weight */
-  const void* positions; /* since 1.2: rope, int32 [tokens]; rope's x is `x` above */
+  const void* positions; /* since 1.2: rope, int32 [tokens]; rope's x is `x` above; since 1.5 also qkv's */
   const void* q;         /* since 1.3: attention (its scale is alpha above) */
   const void* k;
   const void* v;

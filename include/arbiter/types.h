@@ -71,7 +71,8 @@ typedef enum arb_op {
   ARB_OP_SWIGLU = 4, /* since 1.4 of the application ABI, 1.1 of the plugin ABI */
   ARB_OP_ROPE = 5,   /* since 1.5 of the application ABI, 1.2 of the plugin ABI */
   ARB_OP_ATTENTION = 6, /* since 1.6 of the application ABI, 1.3 of the plugin ABI */
-  ARB_OP_MLP = 7        /* since 1.7 of the application ABI, 1.4 of the plugin ABI */
+  ARB_OP_MLP = 7,       /* since 1.7 of the application ABI, 1.4 of the plugin ABI */
+  ARB_OP_QKV = 8        /* since 1.8 of the application ABI, 1.5 of the plugin ABI */
 } arb_op;
 
 /* since 1.5 (application ABI), 1.2 (plugin ABI): which elements of a head rope rotates

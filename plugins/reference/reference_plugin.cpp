@@ -97,26 +97,34 @@ void swiglu(const Launch& l) {
     }
 }
 
-// Each pair of each head turned by position * theta^(-2i / dim) in double: the pair's
-// elements are i and i + dim/2 (split-half) or 2i and 2i + 1 (interleaved).
+// Turns one head's pairs in double by position * theta^(-2i / dim): the pair's elements are i
+// and i + dim/2 (split-half) or 2i and 2i + 1 (interleaved). get(e) reads element e of the
+// head, set(e, v) writes it.
+template <typename Get, typename Set>
+void turn_head(const arb_problem& p, int64_t dim, int32_t position, Get get, Set set) {
+  const int64_t pairs = dim / 2;
+  const bool interleaved = p.rope_layout == ARB_ROPE_INTERLEAVED;
+  for (int64_t i = 0; i < pairs; ++i) {
+    const double angle =
+        static_cast<double>(position) * std::pow(p.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(dim));
+    const double c = std::cos(angle), s = std::sin(angle);
+    const int64_t first = interleaved ? 2 * i : i, second = interleaved ? 2 * i + 1 : i + pairs;
+    const double x1 = get(first), x2 = get(second);
+    set(first, x1 * c - x2 * s);
+    set(second, x2 * c + x1 * s);
+  }
+}
+
 void rope(const Launch& l) {
   const arb_problem& p = l.problem;
   const arb_operands& o = l.operands;
   const auto* positions = static_cast<const int32_t*>(o.positions);
-  const int64_t pairs = p.cols / 2;
-  const bool interleaved = p.rope_layout == ARB_ROPE_INTERLEAVED;
   for (int64_t t = 0; t < p.rows; ++t)
     for (int64_t h = 0; h < p.heads; ++h) {
       const int64_t head = t * p.ld_x + h * p.ld_head;
-      for (int64_t i = 0; i < pairs; ++i) {
-        const double angle = static_cast<double>(positions[t]) *
-                             std::pow(p.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(p.cols));
-        const double c = std::cos(angle), s = std::sin(angle);
-        const int64_t first = head + (interleaved ? 2 * i : i), second = head + (interleaved ? 2 * i + 1 : i + pairs);
-        const double x1 = load_float(o.x, first, p.dtype), x2 = load_float(o.x, second, p.dtype);
-        store_float(o.x, first, p.dtype, static_cast<float>(x1 * c - x2 * s));
-        store_float(o.x, second, p.dtype, static_cast<float>(x2 * c + x1 * s));
-      }
+      turn_head(
+          p, p.cols, positions[t], [&](int64_t e) { return static_cast<double>(load_float(o.x, head + e, p.dtype)); },
+          [&](int64_t e, double v) { store_float(o.x, head + e, p.dtype, static_cast<float>(v)); });
     }
 }
 
@@ -160,6 +168,18 @@ void attention(const Launch& l) {
 
 namespace {
 
+// Row r of rmsnorm(x) * weight in double, into normed (cols of them).
+void normed_row(const arb_problem& p, const arb_operands& o, int64_t r, double* normed) {
+  const int64_t x0 = r * p.ld_x;
+  double sum_sq = 0.0;
+  for (int64_t c = 0; c < p.cols; ++c) {
+    const double v = load_float(o.x, x0 + c, p.dtype);
+    sum_sq += v * v;
+  }
+  const double scale = 1.0 / std::sqrt(sum_sq / static_cast<double>(p.cols) + static_cast<double>(o.eps));
+  for (int64_t c = 0; c < p.cols; ++c) normed[c] = load_float(o.x, x0 + c, p.dtype) * scale * load_float(o.weight, c, p.dtype);
+}
+
 // The MLP block in double, no intermediate rounded: per row, n = rmsnorm(x) * weight, then
 // h_j = silu(gate_j . n) * (up_j . n) over the intermediate size, then y = x + down h. The
 // workspace holds n and h (cols + inter doubles).
@@ -170,14 +190,7 @@ void mlp(const Launch& l) {
   double* hidden = normed + p.cols;
   for (int64_t r = 0; r < p.rows; ++r) {
     const int64_t x0 = r * p.ld_x;
-    double sum_sq = 0.0;
-    for (int64_t c = 0; c < p.cols; ++c) {
-      const double v = load_float(o.x, x0 + c, p.dtype);
-      sum_sq += v * v;
-    }
-    const double scale = 1.0 / std::sqrt(sum_sq / static_cast<double>(p.cols) + static_cast<double>(o.eps));
-    for (int64_t c = 0; c < p.cols; ++c)
-      normed[c] = load_float(o.x, x0 + c, p.dtype) * scale * load_float(o.weight, c, p.dtype);
+    normed_row(p, o, r, normed);
     for (int64_t j = 0; j < p.inter; ++j) {
       double gate = 0.0, up = 0.0;
       for (int64_t c = 0; c < p.cols; ++c) {
@@ -191,6 +204,33 @@ void mlp(const Launch& l) {
       for (int64_t j = 0; j < p.inter; ++j) sum += hidden[j] * load_float(o.down, c * p.ld_down + j, p.dtype);
       store_float(o.y, r * p.ld_y + c, p.dtype, static_cast<float>(load_float(o.x, x0 + c, p.dtype) + sum));
     }
+  }
+}
+
+// The attention block's input in double, nothing rounded until y: per row, n = rmsnorm(x) *
+// weight, the projection n W^T, then q's and k's heads turned. The workspace holds n and the
+// projected row (cols + (heads + 2 kv_heads) head_dim doubles).
+size_t qkv_projected(const arb_problem& p) { return static_cast<size_t>((p.heads + 2 * p.kv_heads) * p.head_dim); }
+void qkv(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  const auto* positions = static_cast<const int32_t*>(o.positions);
+  const auto out = static_cast<int64_t>(qkv_projected(p));
+  double* normed = static_cast<double*>(l.workspace);
+  double* projected = normed + p.cols;
+  for (int64_t r = 0; r < p.rows; ++r) {
+    normed_row(p, o, r, normed);
+    for (int64_t j = 0; j < out; ++j) {
+      double sum = 0.0;
+      for (int64_t c = 0; c < p.cols; ++c) sum += normed[c] * load_float(o.b, j * p.ld_w + c, p.dtype);
+      projected[j] = sum;
+    }
+    for (int64_t h = 0; h < p.heads + p.kv_heads; ++h) {
+      double* head = projected + h * p.head_dim;
+      turn_head(
+          p, p.head_dim, positions[r], [&](int64_t e) { return head[e]; }, [&](int64_t e, double v) { head[e] = v; });
+    }
+    for (int64_t j = 0; j < out; ++j) store_float(o.y, r * p.ld_y + j, p.dtype, static_cast<float>(projected[j]));
   }
 }
 
@@ -214,7 +254,11 @@ arbiter::plugin::Plugin reference_plugin() {
       .kernel(arbiter::plugin::Kernel("mlp", ARB_OP_MLP)
                   .supports(on_cpu)
                   .workspace([](const arb_problem& p) { return static_cast<size_t>(p.cols + p.inter) * sizeof(double); })
-                  .launch(mlp));
+                  .launch(mlp))
+      .kernel(arbiter::plugin::Kernel("qkv", ARB_OP_QKV)
+                  .supports(on_cpu)
+                  .workspace([](const arb_problem& p) { return (static_cast<size_t>(p.cols) + qkv_projected(p)) * sizeof(double); })
+                  .launch(qkv));
   return plugin;
 }
 

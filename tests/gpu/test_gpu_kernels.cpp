@@ -147,6 +147,20 @@ std::vector<std::string> mlp_problems() {
   return problems;
 }
 
+std::vector<std::string> qkv_problems() {
+  if (test::light() || test::emulated())
+    return {"qkv bf16 rows=1 hidden=256 heads=8 kvheads=2 dim=32 device=cuda",
+            "qkv f32 rows=3 hidden=64 heads=4 kvheads=2 dim=16 layout=interleaved device=cuda",
+            "qkv f16 rows=5 hidden=40 heads=3 kvheads=1 dim=8 ldx=48 ldy=48 device=cuda"};
+  std::vector<std::string> problems;
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    problems.push_back(fmt::format("qkv {} rows=1 hidden=4096 heads=32 kvheads=8 dim=128 device=cuda", dtype));
+    problems.push_back(fmt::format("qkv {} rows=16 hidden=4096 heads=32 kvheads=8 dim=128 device=cuda", dtype));
+    problems.push_back(fmt::format("qkv {} rows=5 hidden=40 heads=3 kvheads=1 dim=8 ldx=48 ldy=48 device=cuda", dtype));
+  }
+  return problems;
+}
+
 bool full_size(const std::string& problem) {
   return test::emulated() && !test::light() && (problem.find("gemm bf16 m=200 n=264 k=520 ta=0 tb=1") == 0 ||
                               problem.find("gemm f32 m=16 n=64 k=4096 ta=0 tb=1") == 0 ||
@@ -219,9 +233,14 @@ TEST_CASE("every CUDA attention kernel passes the verification gate against the 
   check_every_cuda_kernel({ARB_OP_ATTENTION}, attention_problems(), 3u);
 }
 
-// The MLP block: the hand-written fused kernel and the chain of the CUDA single-op kernels.
+// The MLP block: the hand-written fused kernels (three launches, one) and the chain of the CUDA single-op kernels.
 TEST_CASE("every CUDA MLP-block kernel, fused or the chain, passes the verification gate against the reference") {
   check_every_cuda_kernel({ARB_OP_MLP}, mlp_problems(), 2u);
+}
+
+// The attention block's input: the chain of the CUDA single-op kernels (no fused CUDA kernel yet).
+TEST_CASE("every CUDA qkv kernel (the chain of the single-op kernels) passes the verification gate against the reference") {
+  check_every_cuda_kernel({ARB_OP_QKV}, qkv_problems(), 1u);
 }
 
 #if ARBITER_TEST_EMULATED

@@ -5,6 +5,7 @@
 #include "problem/ops/ops.hpp"
 
 #include "common/failure.hpp"
+#include "problem/ops/chain_calls.hpp"
 #include "problem/ops/problem_words.hpp"
 #include "problem/ops/shape_helpers.hpp"
 #include "problem/ops/tensor_views.hpp"
@@ -281,72 +282,49 @@ class Mlp final : public Op {
 
   int chain_steps(const arb_problem& p, const arb_operands& o, void* intermediates, Call* steps) const override {
     const int64_t element = static_cast<int64_t>(dtype_size(p.dtype));
-    auto region = [](int64_t bytes) { return (bytes + 255) / 256 * 256; };
     char* normed = static_cast<char*>(intermediates);
-    char* projected = normed + region(p.rows * p.cols * element);
-    char* activated = projected + region(p.rows * 2 * p.inter * element);
-    auto start = [&](Call& call, const Op& op) {
-      call.problem = empty_problem(op);
-      call.problem.dtype = p.dtype;
-      call.problem.device_type = p.device_type;
-      call.problem.device_id = p.device_id;
-      std::memset(&call.operands, 0, sizeof call.operands);
-      call.operands.struct_size = sizeof call.operands;
-      return std::pair<arb_problem&, arb_operands&>(call.problem, call.operands);
-    };
-    auto finish = [](Call& call) { call.problem.alignment = call_alignment(call); };
-    // A projection by a weight as nn.Linear stores it: d[rows, n] = a[rows, k] w[n, k]^T.
+    char* projected = normed + chain_region(p.rows * p.cols * element);
+    char* activated = projected + chain_region(p.rows * 2 * p.inter * element);
     auto linear = [&](Call& call, const void* a, int64_t k, const void* weight, int64_t ld_weight, int64_t n, void* d,
-                      int64_t ldd) {
-      auto [q, ops] = start(call, gemm_op());
-      q.m = p.rows;
-      q.n = n;
-      q.k = k;
-      q.lda = k;
-      q.trans_b = 1;
-      q.ldb = ld_weight;
-      q.ldd = ldd;
-      ops.a = a;
-      ops.b = weight;
-      ops.d = d;
-      ops.alpha = 1.0f;
-    };
+                      int64_t ldd) { start_linear_step(call, p, p.rows, a, k, k, weight, ld_weight, n, d, ldd); };
     int count = 0;
     {
       Call& call = steps[count++];
-      auto [q, ops] = start(call, rmsnorm_op());
+      start_chain_step(call, rmsnorm_op(), p);
+      arb_problem& q = call.problem;
       q.rows = p.rows;
       q.cols = p.cols;
       q.ld_x = p.ld_x;
       q.ld_y = p.cols;
-      ops.x = o.x;
-      ops.weight = o.weight;
-      ops.y = normed;
-      ops.eps = o.eps;
-      finish(call);
+      call.operands.x = o.x;
+      call.operands.weight = o.weight;
+      call.operands.y = normed;
+      call.operands.eps = o.eps;
+      finish_chain_step(call);
     }
     const bool one_weight = p.ld_up == p.ld_gate && static_cast<const char*>(o.up) ==
                                                         static_cast<const char*>(o.gate) + p.inter * p.ld_gate * element;
     if (one_weight) {
       linear(steps[count], normed, p.cols, o.gate, p.ld_gate, 2 * p.inter, projected, 2 * p.inter);
-      finish(steps[count++]);
+      finish_chain_step(steps[count++]);
     } else {
       linear(steps[count], normed, p.cols, o.gate, p.ld_gate, p.inter, projected, 2 * p.inter);
-      finish(steps[count++]);
+      finish_chain_step(steps[count++]);
       linear(steps[count], normed, p.cols, o.up, p.ld_up, p.inter, projected + p.inter * element, 2 * p.inter);
-      finish(steps[count++]);
+      finish_chain_step(steps[count++]);
     }
     {
       Call& call = steps[count++];
-      auto [q, ops] = start(call, swiglu_op());
+      start_chain_step(call, swiglu_op(), p);
+      arb_problem& q = call.problem;
       q.rows = p.rows;
       q.cols = p.inter;
       q.ld_gate = q.ld_up = 2 * p.inter;
       q.ld_y = p.inter;
-      ops.gate = projected;
-      ops.up = projected + p.inter * element;
-      ops.y = activated;
-      finish(call);
+      call.operands.gate = projected;
+      call.operands.up = projected + p.inter * element;
+      call.operands.y = activated;
+      finish_chain_step(call);
     }
     {
       Call& call = steps[count++];
@@ -355,7 +333,7 @@ class Mlp final : public Op {
       call.problem.ldc = p.ld_x;
       call.operands.c = o.x;
       call.operands.beta = 1.0f;
-      finish(call);
+      finish_chain_step(call);
     }
     return count;
   }

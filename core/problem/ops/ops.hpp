@@ -13,5 +13,6 @@ const Op& swiglu_op();
 const Op& rope_op();
 const Op& attention_op();
 const Op& mlp_op();
+const Op& qkv_op();
 
 }  // namespace arbiter

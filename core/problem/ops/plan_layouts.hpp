@@ -98,10 +98,24 @@ constexpr PlanLayout mlp(bool fused_gate_up) {
   }
   return l;
 }
+// qkv: x, norm weight, the projection's weight (in b) and positions read, y written.
+constexpr PlanLayout qkv() {
+  PlanLayout l;
+  l.tensors = 5;
+  l.used = 31u;
+  l.outputs = 1u << 4;
+  l.offset[0] = offsetof(arb_operands, x);
+  l.offset[1] = offsetof(arb_operands, weight);
+  l.offset[2] = offsetof(arb_operands, b);
+  l.offset[3] = offsetof(arb_operands, positions);
+  l.offset[4] = offsetof(arb_operands, y);
+  return l;
+}
 }  // namespace plan_layout_detail
 
 // gemm (a, b, c, bias, d), rmsnorm (x, residual, weight, y), softmax (x, y), swiglu (gate, up, y),
-// rope (x, positions), attention (q, k, v, o), mlp (x, norm weight, gate, up, down, y).
+// rope (x, positions), attention (q, k, v, o), mlp (x, norm weight, gate, up, down, y), qkv (x,
+// norm weight, weight, positions, y).
 inline constexpr PlanLayout kPlanLayouts[] = {
     plan_layout_detail::gemm(false, false),
     plan_layout_detail::gemm(false, true),
@@ -116,6 +130,7 @@ inline constexpr PlanLayout kPlanLayouts[] = {
     plan_layout_detail::attention(),
     plan_layout_detail::mlp(false),
     plan_layout_detail::mlp(true),
+    plan_layout_detail::qkv(),
 };
 inline constexpr int kPlanLayoutCount = static_cast<int>(sizeof kPlanLayouts / sizeof kPlanLayouts[0]);
 

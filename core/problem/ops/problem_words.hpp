@@ -47,7 +47,16 @@ inline constexpr ProblemWords kAttentionProblemWords =
 inline constexpr ProblemWords kMlpProblemWords =
     kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_residual)) |
     problem_words(offsetof(arb_problem, ld_gate), offsetof(arb_problem, ld_up) + sizeof(int64_t)) |
-    problem_words(offsetof(arb_problem, inter), sizeof(arb_problem));
+    problem_words(offsetof(arb_problem, inter), offsetof(arb_problem, ld_down) + sizeof(int64_t));
+
+// qkv: rows, cols (hidden), ld_x, ld_y; heads and rope's fields (max_position, rope_theta,
+// rope_layout; ld_head zero), kv_heads (attention's word) and its own fields (plugin ABI 1.5):
+// head_dim and ld_w.
+inline constexpr ProblemWords kQkvProblemWords =
+    kProblemHeaderWords | problem_words(offsetof(arb_problem, rows), offsetof(arb_problem, ld_residual)) |
+    problem_words(offsetof(arb_problem, heads), offsetof(arb_problem, reserved_rope) + sizeof(int32_t)) |
+    problem_words(offsetof(arb_problem, kv_heads), offsetof(arb_problem, kv_heads) + sizeof(int64_t)) |
+    problem_words(offsetof(arb_problem, head_dim), sizeof(arb_problem));
 
 static_assert(offsetof(arb_problem, c_is_d) + sizeof(int32_t) == offsetof(arb_problem, rows),
               "a field between gemm's and the row ops': give it to its op");

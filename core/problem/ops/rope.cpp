@@ -3,6 +3,7 @@
 // position * theta^(-2i / head_dim), the position an int32 per token.
 #include "problem/ops/ops.hpp"
 #include "problem/ops/problem_words.hpp"
+#include "problem/ops/rope_fields.hpp"
 #include "problem/ops/shape_helpers.hpp"
 #include "problem/ops/tensor_views.hpp"
 
@@ -17,11 +18,6 @@
 
 namespace arbiter {
 namespace {
-
-// Positions are exact in f32 up to 2^24; beyond it no f32 kernel can name the angle.
-constexpr int64_t kMaxPositionLimit = int64_t{1} << 24;
-
-const char* layout_name(int32_t layout) { return layout == ARB_ROPE_INTERLEAVED ? "interleaved" : "half"; }
 
 // One token's heads, in elements: (heads - 1) * ld_head + head_dim. validate() checks it does
 // not overflow; every other use comes after.
@@ -49,22 +45,15 @@ class Rope final : public Op {
     if (__builtin_mul_overflow(p.heads - 1, p.ld_head, &span) || __builtin_add_overflow(span, p.cols, &span))
       invalid_argument("rope: heads x ldhead overflows");
     check_row_stride("ldtoken", p.ld_x, span);
-    if (p.max_position < 1 || p.max_position > kMaxPositionLimit)
-      invalid_argument(fmt::format("rope: max_position = {} must be from 1 to {} (positions exact in f32)", p.max_position,
-                                   kMaxPositionLimit));
-    if (!(p.rope_theta > 1.0) || !std::isfinite(p.rope_theta))
-      invalid_argument(fmt::format("rope: theta = {} must be a finite number above 1", p.rope_theta));
-    if (p.rope_layout != ARB_ROPE_SPLIT_HALF && p.rope_layout != ARB_ROPE_INTERLEAVED)
-      invalid_argument(fmt::format("rope: layout {} is neither split-half (0) nor interleaved (1)", p.rope_layout));
-    if (p.reserved_rope != 0) invalid_argument("rope: reserved_rope must be 0");
+    validate_rope_fields(p, "rope");
   }
 
   std::string key_fields(const arb_problem& p) const override {
     return fmt::format("tokens={} heads={} dim={} layout={} theta={} maxpos={} ldhead={} ldtoken={}", p.rows, p.heads,
-                       p.cols, layout_name(p.rope_layout), p.rope_theta, p.max_position, p.ld_head, p.ld_x);
+                       p.cols, rope_layout_name(p.rope_layout), p.rope_theta, p.max_position, p.ld_head, p.ld_x);
   }
   std::string class_fields(const arb_problem& p) const override {
-    return fmt::format("layout={}", layout_name(p.rope_layout));
+    return fmt::format("layout={}", rope_layout_name(p.rope_layout));
   }
 
   void read_fields(ProblemFields& fields, ParsedProblem& parsed) const override {
@@ -72,16 +61,7 @@ class Rope final : public Op {
     p.rows = fields.require_int("tokens");
     p.heads = fields.require_int("heads");
     p.cols = fields.require_int("dim");
-    if (auto layout = fields.take("layout")) {
-      if (*layout == "half")
-        p.rope_layout = ARB_ROPE_SPLIT_HALF;
-      else if (*layout == "interleaved")
-        p.rope_layout = ARB_ROPE_INTERLEAVED;
-      else
-        fields.bad(fmt::format("'layout={}': expected half or interleaved", *layout));
-    }
-    p.rope_theta = fields.take_double("theta").value_or(500000.0);
-    p.max_position = fields.take_int("maxpos", 8192);
+    read_rope_fields(fields, p);
     p.ld_head = fields.take_int("ldhead", p.cols);
     // The heads of a token side by side by default; a product that overflows is left for
     // validate() to name.
@@ -103,20 +83,8 @@ class Rope final : public Op {
     return static_cast<double>(p.rows) * static_cast<double>(p.heads) * static_cast<double>(p.cols) * 32;
   }
 
-  // An honest f32 kernel computes each angle as an f32 product: a relative error of a few
-  // units of f32 rounding on angles up to max_position * theta^(-2i / dim), which turns each
-  // pair by that much. The relative norm error of the output is then about that error's
-  // root mean square over the pairs (x's elements are drawn alike), at most this.
-  double error_floor(const arb_problem& p) const override {
-    constexpr double kAngleUlps = 8.0;
-    const int64_t pairs = std::max<int64_t>(1, p.cols / 2);
-    double sum = 0.0;
-    for (int64_t i = 0; i < pairs; ++i) {
-      const double inv_freq = std::pow(p.rope_theta, -2.0 * static_cast<double>(i) / static_cast<double>(p.cols));
-      sum += inv_freq * inv_freq;
-    }
-    return kAngleUlps * 0x1p-24 * static_cast<double>(p.max_position) * std::sqrt(sum / static_cast<double>(pairs));
-  }
+  // Angles computed as f32 products (rope_fields.hpp).
+  double error_floor(const arb_problem& p) const override { return rope_angle_error_floor(p, p.cols); }
 
   // x as tokens rows of every head's elements (the gaps between heads included: a kernel
   // must leave them as they are), and the positions as one row of int32 indices.
@@ -185,7 +153,7 @@ class Rope final : public Op {
     if (x->ndim < 3)
       invalid_argument(fmt::format("x must be [..., heads, head_dim] (at least 3 dimensions), got {}", x->ndim));
     const HeadView heads = as_heads(x);
-    const Matrix positions = check_positions(args->positions, x, p);
+    const Matrix positions = check_positions(args->positions, x, x->ndim - 2, p);
     if (args->reserved != 0) invalid_argument(fmt::format("reserved must be 0, got {}", args->reserved));
     check_disjoint(heads.whole, positions);
     p.rows = heads.whole.rows;
@@ -257,42 +225,6 @@ class Rope final : public Op {
     tokens.strides = strides;
     v.whole = as_rows(&tokens, "x");
     return v;
-  }
-
-  // positions: int32, x's leading shape, contiguous, on x's device, aligned.
-  static Matrix check_positions(const DLTensor* t, const DLTensor* x, const arb_problem& p) {
-    check_present(t, "positions");
-    if (t->dtype.code != kDLInt || t->dtype.bits != 32 || t->dtype.lanes != 1)
-      invalid_argument(fmt::format("positions must be int32, got dtype code {} with {} bits", t->dtype.code, t->dtype.bits));
-    int32_t device_type;
-    std::memcpy(&device_type, &t->device.device_type, sizeof device_type);
-    if (device_type != p.device_type || t->device.device_id != p.device_id)
-      invalid_argument("positions must be on x's device");
-    bool same = t->ndim == x->ndim - 2;
-    for (int i = 0; same && i < t->ndim; ++i) same = t->shape[i] == x->shape[i];
-    if (!same) invalid_argument("positions must have x's leading shape (x without its last two dimensions: one per token)");
-    int64_t count = 1;
-    for (int i = 0; i < t->ndim; ++i) count *= t->shape[i];  // x's leading sizes: their product was checked
-    check_address(t, "positions", sizeof(int32_t));
-    if (t->strides != nullptr) {
-      int64_t step = 1;
-      for (int i = t->ndim - 1; i >= 0; --i) {
-        if (t->shape[i] > 1 && t->strides[i] != step) invalid_argument("positions must be contiguous");
-        step *= t->shape[i];
-      }
-    }
-    Matrix m{"positions", data_of(t), 1, count, count};
-    if (static_cast<uint64_t>(count) * 4 > UINTPTR_MAX - address(m.data))
-      invalid_argument("positions: its size spans more memory than an address can reach");
-    m.bytes = static_cast<uint64_t>(count) * 4;
-    return m;
-  }
-
-  // On the CPU the host can read what a device kernel could only trust.
-  static void check_position_values(const int32_t* positions, const arb_problem& p) {
-    for (int64_t t = 0; t < p.rows; ++t)
-      if (positions[t] < 0 || positions[t] >= p.max_position) [[unlikely]]
-        invalid_argument(fmt::format("positions[{}] = {} is outside [0, max_position = {})", t, positions[t], p.max_position));
   }
 };
 
