@@ -13,6 +13,7 @@
 #include "problem/problem_text.hpp"
 #include "table/table_file.hpp"
 #include "tune/tuner.hpp"
+#include "fused_kernel_checks.hpp"
 #include "test_support.hpp"
 #include "verify/accuracy.hpp"
 #include "verify/verifier.hpp"
@@ -133,7 +134,9 @@ TEST_CASE("the reference mlp matches the block written out, with padded strides"
 namespace {
 
 // A fused CPU kernel on every problem it takes of the shapes below (mlp_bf16_avx512: bf16 on a
-// CPU with AVX512-BF16; said skipped elsewhere), each packed and with padded strides.
+// CPU with AVX512-BF16; said skipped elsewhere), each packed and with padded strides
+// (fused_kernel_checks.hpp: y's gaps NaN and left alone, every element written, the inputs
+// untouched).
 void check_cpu_kernel_against_reference(const char* name, const char* example, int expected_checks) {
   CAPTURE(name);
   Context& context = shared_context();
@@ -164,19 +167,7 @@ void check_cpu_kernel_against_reference(const char* name, const char* example, i
         const ParsedProblem parsed = parse_problem(text);
         if (!kernel_supports(*kernel, parsed.problem, nullptr)) continue;  // another dtype
         ++checked;
-        ProblemBuffers buffers(parsed.problem, parsed.alpha, parsed.beta, parsed.eps);
-        buffers.randomize(900 + index, input_draw(index % 2 ? Distribution::normal : Distribution::uniform), OutputFill::nan);
-        ProblemBuffers expected = buffers;
-        const ProblemBuffers before = buffers;
-        context.run_kernel(*kernel, parsed.problem, buffers.operands(), nullptr);
-        context.run_kernel(*context.registry().find("reference.mlp"), parsed.problem, expected.operands(), nullptr);
-        const Comparison c = compare_outputs(buffers, expected);
-        CHECK(c.specials_match);  // y's gaps (NaN) left alone, every element written
-        CHECK(c.finite);
-        CHECK_MESSAGE(c.error <= tolerance_for(*kernel, parsed.problem), "relative error ", c.error);
-        for (const char* input : {"x", "weight", "gate", "up", "down"})
-          CHECK(std::memcmp(buffers.find(input)->buffer.data(), before.find(input)->buffer.data(),
-                            before.find(input)->buffer.size()) == 0);
+        test::check_problem_against_reference(context, *kernel, parsed, 900 + index);
       }
   CHECK(checked == expected_checks);
   CHECK_FALSE(kernel_supports(*kernel, parse_problem("mlp bf16 rows=65 hidden=8 inter=8").problem, &why));

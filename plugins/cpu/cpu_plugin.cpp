@@ -77,6 +77,17 @@ bool mlp_fused_shape(const arb_problem& p, Why& why) {
   return true;
 }
 
+// The fused attention input: decode sizes.
+bool qkv_fused_shape(const arb_problem& p, Why& why) {
+  if (!runs_here(p, why)) return false;
+  if (p.rows > arbiter::cpu::kQkvFusedMaxRows)
+    return why.no("rows above %lld (decode sizes; the chain's GEMM serves more)",
+                  static_cast<long long>(arbiter::cpu::kQkvFusedMaxRows));
+  if (p.cols + (p.heads + 2 * p.kv_heads) * p.head_dim > (int64_t{1} << 40))
+    return why.no("hidden + (heads + 2 kv_heads) head_dim above 2^40");
+  return true;
+}
+
 bool bf16_gemm_amx(const arb_problem& p, Why& why) {
   if (!runs_here(p, why)) return false;
   static const bool amx = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16");
@@ -89,7 +100,7 @@ bool bf16_gemm_amx(const arb_problem& p, Why& why) {
 
 ARBITER_PLUGIN(
     arbiter::plugin::Plugin("cpu", "1.0.0")
-        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm, softmax, swiglu, rope and attention; the MLP block fused for decode")
+        .description("hand-written AVX2/AVX-512 kernels: small-shape gemm, bf16 gemm (AVX512-BF16, AMX), vectorised rmsnorm, softmax, swiglu, rope and attention; the MLP block and the attention block's input (qkv) fused for decode")
         .provenance(ARB_PROVENANCE_HAND_TUNED)
         .priority(100)
         .kernel(arbiter::plugin::Kernel("gemm_small_avx512", ARB_OP_GEMM)
@@ -162,4 +173,8 @@ ARBITER_PLUGIN(
         .kernel(arbiter::plugin::Kernel("mlp_fused", ARB_OP_MLP)
                     .supports(mlp_fused_shape)
                     .workspace([](const arb_problem& p) { return arbiter::cpu::mlp_fused_workspace(p); })
-                    .launch([](const Launch& l) { arbiter::cpu::mlp_fused(l.problem, l.operands, l.workspace); })))
+                    .launch([](const Launch& l) { arbiter::cpu::mlp_fused(l.problem, l.operands, l.workspace); }))
+        .kernel(arbiter::plugin::Kernel("qkv_fused", ARB_OP_QKV)
+                    .supports(qkv_fused_shape)
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::qkv_fused_workspace(p); })
+                    .launch([](const Launch& l) { arbiter::cpu::qkv_fused(l.problem, l.operands, l.workspace); })))

@@ -43,6 +43,12 @@ void mlp_fused(const arb_problem& problem, const arb_operands& operands, void* w
 // kMlpFusedMaxRows; the workspace holds n, h and the projections (the size below).
 size_t mlp_avx512_bf16_workspace(const arb_problem& problem);
 void mlp_avx512_bf16(const arb_problem& problem, const arb_operands& operands, void* workspace);
+// The attention block's input (qkv) in one pass, AVX2, FMA, F16C; rows up to kQkvFusedMaxRows
+// (decode sizes), the rows' normalised activations and projections in f32 in the workspace
+// (the size below).
+constexpr int64_t kQkvFusedMaxRows = 64;
+size_t qkv_fused_workspace(const arb_problem& problem);
+void qkv_fused(const arb_problem& problem, const arb_operands& operands, void* workspace);
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 
