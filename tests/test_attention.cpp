@@ -27,21 +27,6 @@ using arbiter::test::Tensor;
 
 namespace {
 
-Context& shared_context() {
-  static const auto context = test::make_context(test::config_loading(test::shipped_plugins()));
-  return *context;
-}
-
-std::string parse_message(const char* text) {
-  try {
-    parse_problem(text);
-  } catch (const Failure& e) {
-    CHECK(e.status() == ARB_ERR_INVALID_ARGUMENT);
-    return e.what();
-  }
-  return "";
-}
-
 // o from q, k and v by the definition, in double, for a problem in BSHD or any strides.
 std::vector<double> attention_by_definition(const arb_problem& p, const ProblemBuffers& in, double scale) {
   const auto& q = *in.find("q");
@@ -98,22 +83,22 @@ TEST_CASE("attention problems: keys round-trip, defaults are packed BSHD, errors
   CHECK(parse_problem("attention f32 q=1 kv=16 heads=4 dim=64").alpha == doctest::Approx(0.125));
   CHECK(parse_problem("attention f32 q=1 kv=16 heads=4 dim=64 scale=0.5").alpha == 0.5f);
   CHECK(parse_problem("attention f32 q=1 kv=16 heads=4 dim=64 scale=0").alpha == doctest::Approx(0.125));  // as in the C call
-  CHECK(parse_message("attention f32 q=1 kv=16 heads=4 dim=64 scale=inf").find("must be finite") != std::string::npos);
-  CHECK(parse_message("attention f32 q=1 kv=16 heads=6 kvheads=4 dim=8").find("heads = 6 is not a multiple of kv_heads = 4") !=
+  CHECK(test::problem_text_error("attention f32 q=1 kv=16 heads=4 dim=64 scale=inf").find("must be finite") != std::string::npos);
+  CHECK(test::problem_text_error("attention f32 q=1 kv=16 heads=6 kvheads=4 dim=8").find("heads = 6 is not a multiple of kv_heads = 4") !=
         std::string::npos);
-  CHECK(parse_message("attention f32 q=8 kv=4 heads=2 dim=8 causal=1").find("kv_len = 4 below q_len = 8") !=
+  CHECK(test::problem_text_error("attention f32 q=8 kv=4 heads=2 dim=8 causal=1").find("kv_len = 4 below q_len = 8") !=
         std::string::npos);
-  CHECK(parse_message("attention f32 q=1 kv=4 heads=2 dim=1024").find("head_dim = 1024 is above 512") != std::string::npos);
-  CHECK(parse_message("attention f32 q=1 kv=4 heads=2 dim=8 ldq=1,2").find("expected 3 comma-separated integers") !=
+  CHECK(test::problem_text_error("attention f32 q=1 kv=4 heads=2 dim=1024").find("head_dim = 1024 is above 512") != std::string::npos);
+  CHECK(test::problem_text_error("attention f32 q=1 kv=4 heads=2 dim=8 ldq=1,2").find("expected 3 comma-separated integers") !=
         std::string::npos);
-  CHECK(parse_message("attention f32 q=2 kv=4 heads=2 dim=8 ldo=0,4,8").find("put two of its elements at one address") !=
+  CHECK(test::problem_text_error("attention f32 q=2 kv=4 heads=2 dim=8 ldo=0,4,8").find("put two of its elements at one address") !=
         std::string::npos);
-  CHECK(parse_message("attention f32 q=2 kv=4 heads=2 dim=8 ldk=0,-16,8").find("negative stride") != std::string::npos);
-  CHECK(parse_message("attention f32 q=2 kv=4 heads=2 dim=8 ldq=0,4611686018427387904,8").find("span more memory") !=
+  CHECK(test::problem_text_error("attention f32 q=2 kv=4 heads=2 dim=8 ldk=0,-16,8").find("negative stride") != std::string::npos);
+  CHECK(test::problem_text_error("attention f32 q=2 kv=4 heads=2 dim=8 ldq=0,4611686018427387904,8").find("span more memory") !=
         std::string::npos);
-  CHECK(parse_message("attention f32 kv=4 heads=2 dim=8").find("'q='") != std::string::npos);
+  CHECK(test::problem_text_error("attention f32 kv=4 heads=2 dim=8").find("'q='") != std::string::npos);
   // BHSD o (heads outermost) does not overlap itself: accepted.
-  CHECK(parse_message("attention f32 q=3 kv=4 heads=2 dim=8 ldo=0,8,24") == "");
+  CHECK(test::problem_text_error("attention f32 q=3 kv=4 heads=2 dim=8 ldo=0,8,24") == "");
   // The work: two products per visible query-key pair and head_dim; causal counts the visible ones.
   CHECK(flop_count(parse_problem("attention f32 q=4 kv=10 heads=2 dim=8").problem) == 4.0 * 2 * 4 * 10 * 8);
   CHECK(flop_count(parse_problem("attention f32 q=4 kv=10 heads=2 dim=8 causal=1").problem) ==
@@ -123,7 +108,7 @@ TEST_CASE("attention problems: keys round-trip, defaults are packed BSHD, errors
 }
 
 TEST_CASE("the reference attention matches the definition, GQA and causal, odd strides") {
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   for (const char* text : {"attention f32 batch=2 q=3 kv=5 heads=4 kvheads=2 dim=6 causal=1",
                            "attention f32 batch=1 q=4 kv=4 heads=3 kvheads=1 dim=5 ldq=0,7,31 ldk=0,9,1 ldo=0,40,10",
                            "attention f32 batch=2 q=1 kv=9 heads=2 kvheads=2 dim=4 scale=1.5"}) {
@@ -151,7 +136,7 @@ namespace {
 // AVX512-BF16; said skipped elsewhere).
 void check_cpu_kernel_against_reference(const char* name, const char* example) {
   CAPTURE(name);
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   const KernelRecord* kernel = context.registry().find(name);
   REQUIRE(kernel != nullptr);
   std::string why;

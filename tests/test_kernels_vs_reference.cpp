@@ -32,18 +32,13 @@ const std::vector<Shape> kSmall = {{1, 1, 1, 0}, {7, 13, 5, 3}, {64, 64, 64, 0},
                                    {6, 16, 8, 5}, {2, 64, 61, 0}, {64, 3, 64, 2}, {13, 47, 1, 0}};
 const std::vector<Shape> kLarger = {{65, 97, 129, 0}, {1, 200, 67, 4}, {130, 1, 70, 1}};
 
-Context& shared_context() {
-  static const auto context = test::make_context(test::config_loading(test::shipped_plugins()));
-  return *context;
-}
-
 // Runs `kernel` and the reference on the same random inputs and checks: the outputs agree
 // within the dtype's tolerance, no input changed, nothing outside the outputs' rows x cols
 // (the row padding) was written.
 void check_against_reference(const std::string& kernel_name, const std::string& problem_text, uint64_t seed) {
   CAPTURE(kernel_name);
   CAPTURE(problem_text);
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   const KernelRecord* kernel = context.registry().find(kernel_name);
   REQUIRE(kernel != nullptr);
   const ParsedProblem parsed = parse_problem(problem_text);
@@ -233,7 +228,7 @@ TEST_CASE("cpu.rope matches the reference: both layouts, every dtype, padded hea
 
 // silu(g) for gates where e^-g overflows f32: the limit, not inf / inf.
 TEST_CASE("swiglu is stable for gates far from zero") {
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw");
   std::vector<const char*> kernels = {"cpu.swiglu", "reference.swiglu"};
   if (avx512) kernels.push_back("cpu.swiglu_avx512");
@@ -261,7 +256,7 @@ TEST_CASE("swiglu is stable for gates far from zero") {
 }
 
 TEST_CASE("softmax is numerically stable: huge logits give no overflow") {
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   for (const char* name : {"cpu.softmax", "reference.softmax"}) {
     CAPTURE(name);
     alignas(64) float x[12];
@@ -289,7 +284,7 @@ TEST_CASE("softmax is numerically stable: huge logits give no overflow") {
 // The reference is the oracle, so it is checked here against a naive computation written
 // independently, in double, straight from the definitions.
 TEST_CASE("the reference plugin matches a naive computation") {
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   SUBCASE("gemm") {
     for (const char* text : {"gemm f32 m=5 n=7 k=3 ta=1 act=gelu_tanh bias=1 beta=0.5 alpha=2",
                              "gemm bf16 m=4 n=9 k=11 tb=1 act=silu lda=12 ldb=13 ldd=10",

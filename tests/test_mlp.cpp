@@ -33,21 +33,6 @@ using arbiter::test::Tensor;
 
 namespace {
 
-Context& shared_context() {
-  static const auto context = test::make_context(test::config_loading(test::shipped_plugins()));
-  return *context;
-}
-
-std::string parse_message(const char* text) {
-  try {
-    parse_problem(text);
-  } catch (const Failure& e) {
-    CHECK(e.status() == ARB_ERR_INVALID_ARGUMENT);
-    return e.what();
-  }
-  return "";
-}
-
 double silu(double g) { return g / (1.0 + std::exp(-g)); }
 
 // y for row-major f32 x [rows, hidden], gate/up [inter, hidden], down [hidden, inter], in double.
@@ -79,12 +64,6 @@ std::vector<double> block_by_definition(const std::vector<float>& x, const std::
   return y;
 }
 
-std::vector<float> wave(size_t size, float step, float scale) {
-  std::vector<float> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = scale * std::sin(step * static_cast<float>(i) + 0.3f);
-  return v;
-}
-
 }  // namespace
 
 TEST_CASE("mlp problems: keys round-trip, packed strides by default, errors name the field, cost") {
@@ -97,18 +76,18 @@ TEST_CASE("mlp problems: keys round-trip, packed strides by default, errors name
   CHECK(problem_key(parse_problem("mlp f32 rows=2 hidden=8 inter=24").problem) ==
         "mlp f32 rows=2 hidden=8 inter=24 ldx=8 ldy=8 ldgate=8 ldup=8 lddown=24 align=32 device=cpu");
   CHECK(parse_problem("mlp f32 rows=2 hidden=8 inter=24 eps=1e-5").eps == 1e-5f);
-  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=24 eps=-1").find("eps=-1 must be finite and >= 0") != std::string::npos);
-  CHECK(parse_message("mlp f32 rows=2 hidden=8").find("'inter='") != std::string::npos);
-  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=0").find("mlp sizes must be >= 1") != std::string::npos);
-  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=24 lddown=20").find("lddown") != std::string::npos);
-  CHECK(parse_message("mlp f32 rows=2 hidden=8 inter=24 ldgate=7").find("ldgate") != std::string::npos);
+  CHECK(test::problem_text_error("mlp f32 rows=2 hidden=8 inter=24 eps=-1").find("eps=-1 must be finite and >= 0") != std::string::npos);
+  CHECK(test::problem_text_error("mlp f32 rows=2 hidden=8").find("'inter='") != std::string::npos);
+  CHECK(test::problem_text_error("mlp f32 rows=2 hidden=8 inter=0").find("mlp sizes must be >= 1") != std::string::npos);
+  CHECK(test::problem_text_error("mlp f32 rows=2 hidden=8 inter=24 lddown=20").find("lddown") != std::string::npos);
+  CHECK(test::problem_text_error("mlp f32 rows=2 hidden=8 inter=24 ldgate=7").find("ldgate") != std::string::npos);
   // Three products of 2 rows hidden inter flops; the weights, x, y and the norm's weight moved.
   CHECK(flop_count(parse_problem("mlp f32 rows=2 hidden=8 inter=24").problem) == 6.0 * 2 * 8 * 24);
   CHECK(bytes_moved(parse_problem("mlp bf16 rows=2 hidden=8 inter=24").problem) == 2.0 * (3 * 8 * 24 + 2 * 2 * 8 + 8));
 }
 
 TEST_CASE("the reference mlp matches the block written out, with padded strides") {
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   const KernelRecord* reference = context.registry().find("reference.mlp");
   REQUIRE(reference != nullptr);
   const ParsedProblem parsed = parse_problem("mlp f32 rows=3 hidden=20 inter=36 ldx=23 ldy=21 ldgate=25 ldup=20 lddown=40 eps=1e-5");
@@ -139,7 +118,7 @@ namespace {
 // untouched).
 void check_cpu_kernel_against_reference(const char* name, const char* example, int expected_checks) {
   CAPTURE(name);
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   const KernelRecord* kernel = context.registry().find(name);
   REQUIRE(kernel != nullptr);
   std::string why;
@@ -183,7 +162,7 @@ TEST_CASE("cpu.mlp_fused matches the reference: every dtype, decode and small ba
 TEST_CASE("cpu.mlp_bf16_avx512 matches the reference: decode and small batches, tails of every 32-element step, padded strides") {
   check_cpu_kernel_against_reference("cpu.mlp_bf16_avx512", "mlp bf16 rows=1 hidden=8 inter=8", 16);
   std::string why;
-  const KernelRecord* kernel = shared_context().registry().find("cpu.mlp_bf16_avx512");
+  const KernelRecord* kernel = test::shipped_context().registry().find("cpu.mlp_bf16_avx512");
   REQUIRE(kernel != nullptr);
   CHECK_FALSE(kernel_supports(*kernel, parse_problem("mlp f32 rows=1 hidden=8 inter=8").problem, &why));
   CHECK(!why.empty());
@@ -192,8 +171,8 @@ TEST_CASE("cpu.mlp_bf16_avx512 matches the reference: decode and small batches, 
 TEST_CASE("arb_mlp: fused and separate gate/up weights give one answer, the block's, and bad input a status and a message") {
   PublicContext pc;
   const int64_t rows = 2, hidden = 16, inter = 40;
-  std::vector<float> x = wave(rows * hidden, 0.37f, 1.5f), norm = wave(hidden, 0.11f, 1.0f);
-  std::vector<float> gate_up = wave(2 * inter * hidden, 0.013f, 0.25f), down = wave(hidden * inter, 0.029f, 0.2f);
+  std::vector<float> x = test::wave(rows * hidden, 0.37f, 1.5f), norm = test::wave(hidden, 0.11f, 1.0f);
+  std::vector<float> gate_up = test::wave(2 * inter * hidden, 0.013f, 0.25f), down = test::wave(hidden * inter, 0.029f, 0.2f);
   std::vector<float> gate(gate_up.begin(), gate_up.begin() + inter * hidden), up(gate_up.begin() + inter * hidden, gate_up.end());
   std::vector<float> y(rows * hidden, NAN), y_fused(rows * hidden, NAN);
   Tensor tx(x.data(), {rows, hidden}), tn(norm.data(), {hidden}), tg(gate.data(), {inter, hidden}), tu(up.data(), {inter, hidden}),
@@ -321,7 +300,7 @@ struct BlockData {
     float* next = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pool.data()) + 255) / 256 * 256);
     const auto take = [&](int64_t count, float scale) {
       float* start = next;
-      const std::vector<float> values = wave(static_cast<size_t>(count), step, scale);
+      const std::vector<float> values = test::wave(static_cast<size_t>(count), step, scale);
       std::copy(values.begin(), values.end(), start);
       next += (count + 63) / 64 * 64;
       return start;
@@ -495,8 +474,8 @@ struct Block {
   int64_t rows, hidden, inter;
   std::vector<float> x, norm, gate_up, down;
   Block(int64_t r, int64_t h, int64_t i)
-      : rows(r), hidden(h), inter(i), x(wave(r * h, 0.37f, 1.5f)), norm(wave(h, 0.11f, 1.0f)),
-        gate_up(wave(2 * i * h, 0.013f, 0.25f)), down(wave(h * i, 0.029f, 0.2f)) {}
+      : rows(r), hidden(h), inter(i), x(test::wave(r * h, 0.37f, 1.5f)), norm(test::wave(h, 0.11f, 1.0f)),
+        gate_up(test::wave(2 * i * h, 0.013f, 0.25f)), down(test::wave(h * i, 0.029f, 0.2f)) {}
 };
 
 }  // namespace

@@ -26,21 +26,6 @@ using arbiter::test::Tensor;
 
 namespace {
 
-Context& shared_context() {
-  static const auto context = test::make_context(test::config_loading(test::shipped_plugins()));
-  return *context;
-}
-
-std::string parse_message(const char* text) {
-  try {
-    parse_problem(text);
-  } catch (const Failure& e) {
-    CHECK(e.status() == ARB_ERR_INVALID_ARGUMENT);
-    return e.what();
-  }
-  return "";
-}
-
 struct Shape {
   int64_t rows, hidden, heads, kv_heads, dim;
   int64_t out() const { return (heads + 2 * kv_heads) * dim; }
@@ -76,20 +61,14 @@ std::vector<double> block_by_definition(const Shape& s, const std::vector<float>
   return y;
 }
 
-std::vector<float> wave(size_t size, float step, float scale) {
-  std::vector<float> v(size);
-  for (size_t i = 0; i < size; ++i) v[i] = scale * std::sin(step * static_cast<float>(i) + 0.3f);
-  return v;
-}
-
 // One block's tensors, packed, f32.
 struct Block {
   Shape s;
   std::vector<float> x, norm, w;
   std::vector<int32_t> positions;
   explicit Block(Shape shape)
-      : s(shape), x(wave(s.rows * s.hidden, 0.37f, 1.5f)), norm(wave(s.hidden, 0.11f, 1.0f)),
-        w(wave(s.out() * s.hidden, 0.013f, 0.25f)) {
+      : s(shape), x(test::wave(s.rows * s.hidden, 0.37f, 1.5f)), norm(test::wave(s.hidden, 0.11f, 1.0f)),
+        w(test::wave(s.out() * s.hidden, 0.013f, 0.25f)) {
     for (int64_t r = 0; r < s.rows; ++r) positions.push_back(static_cast<int32_t>(7 + 1000 * r));
   }
 };
@@ -108,15 +87,15 @@ TEST_CASE("qkv problems: keys round-trip, packed strides by default, errors name
         "qkv f32 rows=2 hidden=8 heads=2 kvheads=1 dim=4 layout=half theta=500000 maxpos=8192 ldx=8 ldw=8 ldy=16 "
         "align=32 device=cpu");
   CHECK(parse_problem("qkv f32 rows=2 hidden=8 heads=2 dim=4").problem.kv_heads == 2);  // kvheads defaults to heads
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=2 dim=5").find("dim = 5 must be even") != std::string::npos);
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=0 dim=4").find("qkv sizes must be") != std::string::npos);
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=2 dim=4 ldy=10").find("ldy") != std::string::npos);
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=2 dim=4 ldw=7").find("ldw") != std::string::npos);
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=2 dim=4 theta=1").find("theta = 1 must be") != std::string::npos);
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=2 dim=4 maxpos=0").find("max_position = 0") != std::string::npos);
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=2 dim=4 layout=odd").find("expected half or interleaved") !=
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=2 dim=5").find("dim = 5 must be even") != std::string::npos);
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=0 dim=4").find("qkv sizes must be") != std::string::npos);
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=2 dim=4 ldy=10").find("ldy") != std::string::npos);
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=2 dim=4 ldw=7").find("ldw") != std::string::npos);
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=2 dim=4 theta=1").find("theta = 1 must be") != std::string::npos);
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=2 dim=4 maxpos=0").find("max_position = 0") != std::string::npos);
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=2 dim=4 layout=odd").find("expected half or interleaved") !=
         std::string::npos);
-  CHECK(parse_message("qkv f32 rows=2 hidden=8 heads=2 dim=4 eps=-1").find("eps=-1 must be finite") != std::string::npos);
+  CHECK(test::problem_text_error("qkv f32 rows=2 hidden=8 heads=2 dim=4 eps=-1").find("eps=-1 must be finite") != std::string::npos);
   // The projection: 2 rows hidden (heads + 2 kvheads) dim flops; W, x, y, the norm's weight and
   // the positions moved.
   CHECK(flop_count(parse_problem("qkv f32 rows=2 hidden=8 heads=2 kvheads=1 dim=4").problem) == 2.0 * 2 * 8 * 16);
@@ -125,7 +104,7 @@ TEST_CASE("qkv problems: keys round-trip, packed strides by default, errors name
 }
 
 TEST_CASE("the reference qkv matches the block written out: both layouts, padded strides") {
-  Context& context = shared_context();
+  Context& context = test::shipped_context();
   const KernelRecord* reference = context.registry().find("reference.qkv");
   REQUIRE(reference != nullptr);
   for (const char* layout : {"half", "interleaved"}) {

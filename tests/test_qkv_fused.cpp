@@ -19,14 +19,9 @@ using namespace arbiter;
 
 namespace {
 
-Context& shared_context() {
-  static const auto context = test::make_context(test::config_loading(test::shipped_plugins()));
-  return *context;
-}
-
 // cpu.qkv_fused, or nullptr (said skipped) on a CPU without its ISA.
 const KernelRecord* qkv_fused_here() {
-  const KernelRecord* kernel = shared_context().registry().find("cpu.qkv_fused");
+  const KernelRecord* kernel = test::shipped_context().registry().find("cpu.qkv_fused");
   REQUIRE(kernel != nullptr);
   std::string why;
   if (kernel_supports(*kernel, parse_problem("qkv f32 rows=1 hidden=8 heads=1 dim=2").problem, &why)) return kernel;
@@ -62,7 +57,7 @@ TEST_CASE("cpu.qkv_fused matches the reference: every dtype, decode and small ba
           }
           CAPTURE(text);
           ++checked;
-          test::check_problem_against_reference(shared_context(), *kernel, parse_problem(text), 700 + index);
+          test::check_problem_against_reference(test::shipped_context(), *kernel, parse_problem(text), 700 + index);
         }
   CHECK(checked == 3 * 9 * 2 * 2);
 }
@@ -79,7 +74,7 @@ TEST_CASE("cpu.qkv_fused refuses more than 64 rows, and the gate passes it on de
         "qkv f16 rows=5 hidden=33 heads=2 kvheads=2 dim=34 ldx=40 ldw=37 ldy=210",
         "qkv bf16 rows=17 hidden=255 heads=5 kvheads=3 dim=130 layout=interleaved ldx=260 ldw=256 ldy=1500"}) {
     CAPTURE(problem);
-    const Verdict v = shared_context().gate().verdict(*kernel, parse_problem(problem).problem);
+    const Verdict v = test::shipped_context().gate().verdict(*kernel, parse_problem(problem).problem);
     CAPTURE(v.detail);
     CHECK(v.passed);
   }

@@ -3,12 +3,15 @@
 
 #include "arbiter_base/sha256.hpp"
 #include "arbiter_base/text_file.hpp"
+#include "common/failure.hpp"
 #include "config/config.hpp"
 #include "context.hpp"
+#include "problem/problem_text.hpp"
 
 #include <arbiter/arbiter.h>
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -62,6 +65,30 @@ inline std::unique_ptr<Context> make_context(const std::string& toml) {
   Config config = parse_config(toml, "<test>", "");
   if (!config.verify.shadow_one_in) config.verify.shadow_one_in = 1;
   return std::make_unique<Context>(std::move(config));
+}
+
+// One context with the shipped plugins, shared by every test of the binary that needs no other.
+inline Context& shipped_context() {
+  static const auto context = make_context(config_loading(shipped_plugins()));
+  return *context;
+}
+
+// parse_problem's message for a text it refuses (ARB_ERR_INVALID_ARGUMENT), or "" when it accepts.
+inline std::string problem_text_error(const char* text) {
+  try {
+    parse_problem(text);
+  } catch (const Failure& e) {
+    CHECK(e.status() == ARB_ERR_INVALID_ARGUMENT);
+    return e.what();
+  }
+  return "";
+}
+
+// Smooth, non-repeating test data: scale sin(step i + 0.3).
+inline std::vector<float> wave(size_t size, float step, float scale) {
+  std::vector<float> v(size);
+  for (size_t i = 0; i < size; ++i) v[i] = scale * std::sin(step * static_cast<float>(i) + 0.3f);
+  return v;
 }
 
 inline const PluginRecord* plugin_named(const Context& context, const std::string& name) {
