@@ -28,7 +28,7 @@ from .errors import (
     UnsupportedError,
     VersionError,
 )
-from .plans import AttentionPlan, GemmPlan, MLPPlan, Plan, RMSNormPlan, RopePlan, SoftmaxPlan, SwiGLUPlan
+from .plans import AttentionPlan, GemmPlan, MLPPlan, Plan, QKVPlan, RMSNormPlan, RopePlan, SoftmaxPlan, SwiGLUPlan
 from .reports import Candidate, Kernel, Plugin, TuneReport, TuneResult, Verdict, VerifyReport
 
 __version__ = library_version()
@@ -54,6 +54,7 @@ def default_context() -> Context:
 
 __all__ = [
     "Context", "default_context", "Plan", "GemmPlan", "RMSNormPlan", "SoftmaxPlan", "SwiGLUPlan", "RopePlan", "AttentionPlan", "MLPPlan",
+    "QKVPlan",
     "Error", "InvalidArgumentError", "DTypeError", "UnsupportedError", "ConfigError",
     "PluginError", "KernelError", "OutOfMemoryError", "VersionError", "TableError", "Plugin", "Kernel", "Verdict",
     "VerifyReport", "Candidate", "TuneResult", "TuneReport", "abi_version", "library_version", "errors",

@@ -377,6 +377,22 @@ class Context:
                 self._c.plan_mlp(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], eps, mask)))
         return plans.MLPPlan(self, c_plan, tuple(out.shape), has_up=up is not None)
 
+    def plan_qkv(self, x, norm_weight, weight, positions, heads: int, kv_heads: int, theta: float = 500000.0,
+                 max_position: int = 8192, layout: str = "half", eps: float = 1e-5, out=None) -> "plans.QKVPlan":
+        """The arguments of :meth:`qkv`, bound once (see :meth:`plan_gemm`);
+        ``plan.run(x, norm_weight, weight, positions, out=None, stream=None)`` with tensors of the
+        same shapes, strides, dtype and device; heads, kv_heads, theta, max_position, layout and
+        eps are the plan's. Runs check CPU positions against max_position, as the call does."""
+        layout_code = _rope_layout(layout)
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(_qkv_shape(x, weight, heads, kv_heads), x)
+        c_plan = _frameworks.call_with_copies(
+            out, [x, norm_weight, weight, positions, out], ("x", "norm_weight", "weight", "positions"),
+            lambda ops, mask: self._c.plan_qkv(ops[0], ops[1], ops[2], ops[3], ops[4], heads, kv_heads, theta,
+                                               max_position, layout_code, eps, mask))
+        return plans.QKVPlan(self, c_plan, tuple(out.shape))
+
     @staticmethod
     def _gemm_shape(a, b):
         if len(a.shape) != 2 or len(b.shape) != 2:

@@ -1,8 +1,8 @@
 """Plans: one operation's arguments bound once (checked, kernel chosen, workspace sized) and run
 many times on new tensors of the same shapes, strides, dtype and device, as a decode loop calls
 the same few shapes. Made by ``Context.plan_gemm`` / ``plan_rmsnorm`` / ``plan_softmax`` /
-``plan_swiglu`` / ``plan_rope`` / ``plan_attention`` / ``plan_mlp`` (docs/python.md, "Plans"; the C
-ABI underneath: docs/plans.md)."""
+``plan_swiglu`` / ``plan_rope`` / ``plan_attention`` / ``plan_mlp`` / ``plan_qkv``
+(docs/python.md, "Plans"; the C ABI underneath: docs/plans.md)."""
 
 from __future__ import annotations
 
@@ -227,6 +227,41 @@ class MLPPlan(Plan):
         _frameworks.call_with_copies(
             out, [x, norm_weight, gate, up, down, out], ("x", "norm_weight", "gate", "up", "down"), lambda ops, mask: (
                 self._run_mlp(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], handle, mask)))
+        return fw.result(out)
+
+
+class QKVPlan(Plan):
+    """The attention block's input: rope on the q and k heads of ``n @ weight.T``, ``n =
+    rmsnorm(x) * norm_weight``, with the plan's heads, kv_heads, theta, max_position, layout and
+    eps. The result is [..., heads + 2 * kv_heads, head_dim], as ``Context.qkv``'s."""
+
+    op = "qkv"
+
+    def __init__(self, context, c_plan, out_shape):
+        super().__init__(context, c_plan, out_shape)
+        self._run_qkv = c_plan.qkv
+
+    def run(self, x, norm_weight, weight, positions, out=None, stream=None):
+        """Runs the plan on `x`, `norm_weight`, `weight` and `positions` (int32, x's leading shape;
+        CPU ones are checked against the plan's max_position). `stream` as in ``Context.qkv``.
+        Returns `out`, or a new array of the caller's framework."""
+        try:  # the fast path (see GemmPlan.run)
+            fw = _NumPy if type(x) is _ndarray else _frameworks.framework_of(x)
+            if out is None:
+                out = fw.empty(self._out_shape, x)
+            self._run_qkv(x, norm_weight, weight, positions, out, _frameworks.stream_handle(fw, x, stream), 0)
+            return out if fw is _NumPy else fw.result(out)
+        except _RETRY_IN_GENERAL_PATH:
+            return self._run(x, norm_weight, weight, positions, out, stream)
+
+    def _run(self, x, norm_weight, weight, positions, out, stream):
+        fw = _frameworks.framework_of(x)
+        if out is None:
+            out = fw.empty(self._out_shape, x)
+        handle = _frameworks.stream_handle(fw, x, stream)
+        _frameworks.call_with_copies(
+            out, [x, norm_weight, weight, positions, out], ("x", "norm_weight", "weight", "positions"),
+            lambda ops, mask: self._run_qkv(ops[0], ops[1], ops[2], ops[3], ops[4], handle, mask))
         return fw.result(out)
 
 

@@ -231,6 +231,18 @@ class Context {
     return Plan::create(state_, ARB_OP_MLP, &args, operands);
   }
 
+  // The head counts, theta, max_position, layout and eps are the plan's; each run takes the five
+  // tensors (x, norm_weight, weight, positions, out), its CPU positions checked as rope's.
+  Plan* plan_qkv(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight,
+                 const nb::ndarray<nb::ro>& weight, const nb::ndarray<nb::ro>& positions, const Output& out,
+                 int64_t heads, int64_t kv_heads, double theta, int64_t max_position, int32_t layout, float eps,
+                 uint32_t bf16) {
+    CallOperands operands;
+    describe_qkv(x, norm_weight, weight, positions, out, bf16, operands);
+    const arb_qkv_args args = qkv_args(operands, heads, kv_heads, theta, max_position, layout, eps);
+    return Plan::create(state_, ARB_OP_QKV, &args, operands);
+  }
+
   std::string explain_problem(const std::string& problem) {
     const ContextUse context(*state_);
     return explain_text([&](char* buffer, size_t capacity, size_t* length) {
@@ -291,7 +303,8 @@ NB_MODULE(_arbiter, m) {
       .def("swiglu", &Plan::swiglu, "gate"_a, "up"_a.none(), "y"_a, "stream"_a, "bf16"_a)
       .def("rope", &Plan::rope, "x"_a, "positions"_a, "stream"_a, "bf16"_a)
       .def("attention", &Plan::attention, "q"_a, "k"_a, "v"_a, "out"_a, "stream"_a, "bf16"_a)
-      .def("mlp", &Plan::mlp, "x"_a, "norm_weight"_a, "gate"_a, "up"_a.none(), "down"_a, "out"_a, "stream"_a, "bf16"_a);
+      .def("mlp", &Plan::mlp, "x"_a, "norm_weight"_a, "gate"_a, "up"_a.none(), "down"_a, "out"_a, "stream"_a, "bf16"_a)
+      .def("qkv", &Plan::qkv, "x"_a, "norm_weight"_a, "weight"_a, "positions"_a, "out"_a, "stream"_a, "bf16"_a);
 
   nb::class_<Context>(m, "_Context")
       .def(nb::init<std::optional<std::string>, std::optional<std::string>>(), "config_path"_a.none(),
@@ -326,6 +339,9 @@ NB_MODULE(_arbiter, m) {
            nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
       .def("plan_mlp", &Context::plan_mlp, "x"_a, "norm_weight"_a, "gate"_a, "up"_a.none(), "down"_a, "out"_a, "eps"_a,
            "bf16"_a, nb::rv_policy::take_ownership, nb::keep_alive<0, 1>())
+      .def("plan_qkv", &Context::plan_qkv, "x"_a, "norm_weight"_a, "weight"_a, "positions"_a, "out"_a, "heads"_a,
+           "kv_heads"_a, "theta"_a, "max_position"_a, "layout"_a, "eps"_a, "bf16"_a, nb::rv_policy::take_ownership,
+           nb::keep_alive<0, 1>())
       .def("explain_problem", &Context::explain_problem, "problem"_a)
       .def("plugins", &Context::plugins)
       .def("verify", &Context::verify, "problem"_a, "kernel"_a.none(), "full"_a)

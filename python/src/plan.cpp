@@ -65,6 +65,7 @@ Plan::Plan(std::shared_ptr<ContextState> state, int32_t op, const CallOperands& 
 Plan* Plan::create(std::shared_ptr<ContextState> state, int32_t op, const void* args, const CallOperands& operands) {
   std::unique_ptr<Plan> plan(new Plan(std::move(state), op, operands));
   if (op == ARB_OP_ROPE) plan->max_position_ = static_cast<const arb_rope_args*>(args)->max_position;
+  if (op == ARB_OP_QKV) plan->max_position_ = static_cast<const arb_qkv_args*>(args)->max_position;
   ContextState& context = *plan->state_;
   arb_status status = ARB_OK;
   bool open = false;
@@ -177,6 +178,17 @@ void Plan::mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_wei
   describe_mlp(x, norm_weight, gate, up, down, out, bf16, given);
   arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
   check(given, data);
+  run(data, stream);
+}
+
+void Plan::qkv(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& weight,
+               const nb::ndarray<nb::ro>& positions, const Output& out, uintptr_t stream, uint32_t bf16) {
+  expect_op(ARB_OP_QKV, "qkv");
+  CallOperands given;
+  describe_qkv(x, norm_weight, weight, positions, out, bf16, given);
+  arb_plan_operands data = ARB_PLAN_OPERANDS_INIT;
+  check(given, data);
+  check_positions(given.slots[3]);
   run(data, stream);
 }
 

@@ -46,6 +46,9 @@ class Plan {
   // up from gate's address at each run).
   void mlp(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& gate,
            const Input& up, const nb::ndarray<nb::ro>& down, const Output& out, uintptr_t stream, uint32_t bf16);
+  // CPU positions checked against the plan's max_position, as rope's (arb_plan_run reads none).
+  void qkv(const nb::ndarray<nb::ro>& x, const nb::ndarray<nb::ro>& norm_weight, const nb::ndarray<nb::ro>& weight,
+           const nb::ndarray<nb::ro>& positions, const Output& out, uintptr_t stream, uint32_t bf16);
 
   // A gemm planned with c the same memory as out (beta != 0, updated in place).
   bool in_place() const { return in_place_; }
@@ -68,7 +71,7 @@ class Plan {
   // `given` that differs from the plan's; else fills `data` with their addresses.
   void check(const CallOperands& given, arb_plan_operands& data) const;
   void run(const arb_plan_operands& data, uintptr_t stream);
-  // rope: every CPU position in [0, max_position_), else arbiter.InvalidArgumentError.
+  // rope and qkv: every CPU position in [0, max_position_), else arbiter.InvalidArgumentError.
   void check_positions(const Operand& positions) const;
   // Calls `use(plan_)` without the GIL, the context and the plan held open until it returns;
   // raises the failure it returns, or that the plan or its context is closed.
@@ -94,7 +97,7 @@ class Plan {
   Layout layouts_[kMaxCallOperands];
   int32_t trans_a_ = 0, trans_b_ = 0;
   bool in_place_ = false;
-  int64_t max_position_ = 0;  // rope's
+  int64_t max_position_ = 0;  // rope's and qkv's
   // Runs and explain hold state_->lifetime, then running_, shared; close takes running_ alone (not the
   // context's lock: a plan may be closed, or collected, inside a tune progress callback of its context).
   std::shared_mutex running_;

@@ -188,6 +188,17 @@ def assert_mlp_close(got, x, norm_weight, gate, up, down, dtype, eps=1e-5):
     assert_close(got, want, dtype, f64(x).shape[-1] + inter, magnitude)
 
 
+def qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, dtype, max_position=8192):
+    """qkv's inputs: x [*rows_shape, hidden], norm_weight, the fused weight [(heads + 2 kv_heads) *
+    dim, hidden] and int32 positions in [0, max_position), scaled so that the projection stays
+    near 1 (f16's range holds it)."""
+    x = random(rng, (*rows_shape, hidden), dtype)
+    norm_weight = (1 + random(rng, (hidden,), np.float64, scale=0.2)).astype(dtype)
+    weight = random(rng, ((heads + 2 * kv_heads) * dim, hidden), dtype, scale=hidden**-0.5)
+    positions = rng.integers(0, max_position, rows_shape, dtype=np.int32)
+    return x, norm_weight, weight, positions
+
+
 def qkv_parts(x, norm_weight, weight, positions, heads, kv_heads, theta=500000.0, layout="half", eps=1e-5):
     """The attention block's input in float64, with the scale of its rounding errors: (y,
     magnitude, slack). y [..., heads + 2 kv_heads, dim] is p = n @ weight.T, n = rmsnorm(x) *

@@ -465,16 +465,6 @@ def test_mlp_each_cpu_kernel(rng, kernel):
 # qkv: y = rope(n @ weight.T) on its q and k heads, n = rmsnorm(x) * norm_weight; weight the fused
 # QKV projection [(heads + 2 kv_heads) * dim, hidden] as nn.Linear stores it; y [..., heads + 2
 # kv_heads, dim] with the heads side by side; positions int32 of x's leading shape.
-def qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, dtype, max_position=8192):
-    """x [*rows_shape, hidden], norm_weight, the fused weight and positions, scaled so that the
-    projection stays near 1 (f16's range holds it)."""
-    x = ref.random(rng, (*rows_shape, hidden), dtype)
-    norm_weight = (1 + ref.random(rng, (hidden,), np.float64, scale=0.2)).astype(dtype)
-    weight = ref.random(rng, ((heads + 2 * kv_heads) * dim, hidden), dtype, scale=hidden**-0.5)
-    positions = rng.integers(0, max_position, rows_shape, dtype=np.int32)
-    return x, norm_weight, weight, positions
-
-
 # (rows_shape, hidden, heads, kv_heads, head_dim): a decode step, GQA groups, N-d rows, the smallest heads, MHA.
 QKV_SHAPES = [((1,), 64, 4, 2, 16), ((5,), 96, 8, 2, 32), ((2, 3), 32, 2, 2, 8), ((3,), 7, 1, 1, 2),
               ((4,), 128, 4, 4, 64)]
@@ -484,7 +474,7 @@ QKV_SHAPES = [((1,), 64, 4, 2, 16), ((5,), 96, 8, 2, 32), ((2, 3), 32, 2, 2, 8),
 @pytest.mark.parametrize("rows_shape,hidden,heads,kv_heads,dim", QKV_SHAPES)
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_qkv(ctx, rng, dtype, rows_shape, hidden, heads, kv_heads, dim, layout):
-    x, norm_weight, weight, positions = qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, dtype)
+    x, norm_weight, weight, positions = ref.qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, dtype)
     inputs_before = [t.copy() for t in (x, norm_weight, weight, positions)]
     y = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, layout=layout)
     assert type(y) is np.ndarray and y.shape == (*rows_shape, heads + 2 * kv_heads, dim) and y.dtype == np.dtype(dtype)
@@ -500,7 +490,7 @@ def test_qkv(ctx, rng, dtype, rows_shape, hidden, heads, kv_heads, dim, layout):
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_qkv_theta_max_position_eps_and_position_zero(ctx, rng, layout):
     heads, kv_heads, dim, hidden = 4, 2, 16, 48
-    x, norm_weight, weight, _ = qkv_operands(rng, (6,), hidden, heads, kv_heads, dim, np.float32)
+    x, norm_weight, weight, _ = ref.qkv_operands(rng, (6,), hidden, heads, kv_heads, dim, np.float32)
     positions = np.array([0, 1, 2, 99, 100, 0], np.int32)
     y = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, theta=10000.0, max_position=101, layout=layout,
                 eps=1e-3)
@@ -521,7 +511,7 @@ def test_qkv_theta_max_position_eps_and_position_zero(ctx, rng, layout):
 def test_qkv_views_feed_attention(ctx, rng):
     """q, k and v are views of the result (heads side by side): attention reads them where they lie."""
     tokens, hidden, heads, kv_heads, dim = 9, 64, 4, 2, 16
-    x, norm_weight, weight, _ = qkv_operands(rng, (1, tokens), hidden, heads, kv_heads, dim, np.float32)
+    x, norm_weight, weight, _ = ref.qkv_operands(rng, (1, tokens), hidden, heads, kv_heads, dim, np.float32)
     positions = np.arange(tokens, dtype=np.int32)[None]
     y = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads)
     assert y.shape == (1, tokens, heads + 2 * kv_heads, dim)
@@ -534,7 +524,7 @@ def test_qkv_views_feed_attention(ctx, rng):
 def test_qkv_padded_strided_and_transposed_views(ctx, rng):
     rows, hidden, heads, kv_heads, dim = 3, 64, 4, 2, 16
     total = heads + 2 * kv_heads
-    x, norm_weight, weight, positions = qkv_operands(rng, (rows,), hidden, heads, kv_heads, dim, np.float32)
+    x, norm_weight, weight, positions = ref.qkv_operands(rng, (rows,), hidden, heads, kv_heads, dim, np.float32)
     # Padded rows (the weight sliced out of wider storage, x inside wider rows, out with spare
     # heads after each row's): read and written where they lie.
     weight_big = np.concatenate([weight, ref.random(rng, (total * dim, 16), np.float32)], axis=1)
@@ -564,7 +554,7 @@ def test_qkv_padded_strided_and_transposed_views(ctx, rng):
 def test_qkv_bfloat16_numpy_and_explain(ctx, rng):
     if ref.bfloat16 is None:
         pytest.skip("ml_dtypes is not installed")
-    x, norm_weight, weight, positions = qkv_operands(rng, (2,), 64, 4, 2, 16, ref.bfloat16)
+    x, norm_weight, weight, positions = ref.qkv_operands(rng, (2,), 64, 4, 2, 16, ref.bfloat16)
     y = ctx.qkv(x, norm_weight, weight, positions, 4, 2, layout="interleaved")
     assert y.dtype == ref.bfloat16 and y.shape == (2, 8, 16)
     ref.assert_qkv_close(y, x, norm_weight, weight, positions, 4, 2, ref.bfloat16, layout="interleaved")
@@ -586,7 +576,7 @@ def test_qkv_each_cpu_kernel(ctx, rng, kernel):
     with arbiter.Context(config) as pinned:
         for dtype in (np.float32, np.float16):
             for layout in ("half", "interleaved"):
-                x, norm_weight, weight, positions = qkv_operands(rng, (3,), 64, 4, 2, 32, dtype)
+                x, norm_weight, weight, positions = ref.qkv_operands(rng, (3,), 64, 4, 2, 32, dtype)
                 assert f"kernel:  {kernel} " in pinned.explain("qkv", x, norm_weight, weight, positions, 4, 2)
                 y = pinned.qkv(x, norm_weight, weight, positions, 4, 2, layout=layout)
                 ref.assert_qkv_close(y, x, norm_weight, weight, positions, 4, 2, dtype, layout=layout)

@@ -1,7 +1,7 @@
-"""Plans (Context.plan_gemm / plan_rmsnorm / plan_softmax / plan_swiglu / plan_rope / plan_attention / plan_mlp): numerics against float64 references
-over many runs of one plan on fresh data, every refusal of a run that does not match the plan,
-threads running one plan, and the lifetime rules (a plan keeps its context alive; closing either
-refuses later runs, never crashes)."""
+"""Plans (Context.plan_gemm / plan_rmsnorm / plan_softmax / plan_swiglu / plan_rope / plan_attention /
+plan_mlp / plan_qkv): numerics against float64 references over many runs of one plan on fresh
+data, every refusal of a run that does not match the plan, threads running one plan, and the
+lifetime rules (a plan keeps its context alive; closing either refuses later runs, never crashes)."""
 
 import gc
 import re
@@ -193,6 +193,100 @@ def test_mlp_plan_refusals(ctx):
         fused.run(x, norm_weight, gate_up, down=down, out=gate_up[8:10])  # out over up's rows
     for t in (x, norm_weight, gate, up, down, gate_up):
         assert np.all(t == 1)
+
+
+# qkv of a decode step: 4 q heads and 2 k/v heads of head_dim 16 over hidden 64.
+QKV_HIDDEN, QKV_HEADS, QKV_KV_HEADS, QKV_DIM = 64, 4, 2, 16
+
+
+@pytest.mark.parametrize("dtype", ref.DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_qkv_plan_runs_on_fresh_data(ctx, rng, dtype, layout):
+    """The attention block's input planned once (a run takes its five tensors): each run new
+    activations, weights and positions, the call's bits on the same tensors; the head counts,
+    theta, max_position, layout and eps are the plan's."""
+    rows, heads, kv_heads = 2, QKV_HEADS, QKV_KV_HEADS
+    scalars = dict(theta=10000.0, max_position=4096, layout=layout, eps=1e-3)
+
+    def operands():
+        return ref.qkv_operands(rng, (rows,), QKV_HIDDEN, heads, kv_heads, QKV_DIM, dtype, max_position=4096)
+
+    plan = ctx.plan_qkv(*operands(), heads, kv_heads, **scalars)
+    assert isinstance(plan, arbiter.Plan) and isinstance(plan, arbiter.QKVPlan) and plan.op == "qkv"
+    text = plan.explain()
+    assert re.match(r"plan: runs \S*qkv\S* ", text), text
+    problem = rf"qkv \S+ rows=2 hidden=64 heads=4 kvheads=2 dim=16 layout={layout} theta=10000 maxpos=4096"
+    assert re.search(problem, text), text
+    shape = (rows, heads + 2 * kv_heads, QKV_DIM)
+    out = np.empty(shape, dtype)
+    for i in range(3):
+        x, norm_weight, weight, positions = operands()
+        y = plan.run(x, norm_weight, weight, positions, out=out if i % 2 else None)
+        assert y.shape == shape and y.dtype == np.dtype(dtype) and (y is out) == bool(i % 2)
+        ref.assert_qkv_close(y, x, norm_weight, weight, positions, heads, kv_heads, dtype, 10000.0, layout, 1e-3)
+        want = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads, **scalars)
+        assert np.array_equal(y.view(np.uint8), want.view(np.uint8))
+
+
+def test_qkv_plan_of_views(ctx, rng):
+    """Planned on a padded weight (read where it lies) and on N-d rows: runs take weights with the
+    same padding; strided positions are copied at every run, as by the call."""
+    heads, kv_heads, dim, hidden = QKV_HEADS, QKV_KV_HEADS, QKV_DIM, QKV_HIDDEN
+    rows_shape = (2, 3)
+
+    def padded(weight):
+        return np.concatenate([weight, np.ones((weight.shape[0], 8), weight.dtype)], axis=1)[:, :hidden]
+
+    x, norm_weight, weight, positions = ref.qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, np.float32)
+    plan = ctx.plan_qkv(x, norm_weight, padded(weight), positions, heads, kv_heads)
+    assert "ldw=72" in plan.explain(), plan.explain()
+    for _ in range(2):
+        x, norm_weight, weight, positions = ref.qkv_operands(rng, rows_shape, hidden, heads, kv_heads, dim, np.float32)
+        strided = np.repeat(positions, 2, axis=-1)[..., ::2]
+        y = plan.run(x, norm_weight, padded(weight), strided)
+        assert y.shape == (*rows_shape, heads + 2 * kv_heads, dim)
+        ref.assert_qkv_close(y, x, norm_weight, weight, positions, heads, kv_heads, np.float32)
+        want = ctx.qkv(x, norm_weight, weight, positions, heads, kv_heads)
+        assert np.array_equal(y.view(np.uint8), want.view(np.uint8))
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"weight has strides \(64, 1\).*\(72, 1\)"):
+        plan.run(x, norm_weight, weight, positions)  # compact: not the plan's
+
+
+def test_qkv_plan_refusals(ctx):
+    heads, kv_heads, dim, hidden = 4, 2, 8, 8  # out [2, 8, 8]: 128 elements
+    x, norm_weight, weight, positions = f32(2, hidden), f32(hidden), f32(8 * dim, hidden), np.zeros(2, np.int32)
+    plan = ctx.plan_qkv(x, norm_weight, weight, positions, heads, kv_heads, max_position=100)
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"x has shape \(3, 8\).*\(2, 8\)"):
+        plan.run(f32(3, hidden), norm_weight, weight, np.zeros(3, np.int32))
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"weight has shape \(48, 8\).*\(64, 8\)"):
+        plan.run(x, norm_weight, f32(48, hidden), positions)
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"out has shape"):
+        plan.run(x, norm_weight, weight, positions, out=f32(2, 8, 4))
+    with pytest.raises(arbiter.DTypeError, match="weight has dtype float16"):
+        plan.run(x, norm_weight, np.ones((8 * dim, hidden), np.float16), positions)
+    with pytest.raises(arbiter.DTypeError, match="positions has dtype int64"):
+        plan.run(x, norm_weight, weight, np.zeros(2, np.int64))
+    # CPU positions are checked against the plan's max_position, as the call checks them.
+    with pytest.raises(arbiter.InvalidArgumentError, match=r"positions\[1\] = 100 is outside \[0, max_position = 100"):
+        plan.run(x, norm_weight, weight, np.array([0, 100], np.int32))
+    # out over an input: the library's check, before anything is written.
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        plan.run(x, norm_weight, weight, positions, out=weight.reshape(-1)[:128].reshape(2, 8, 8))
+    buffer = f32(16 + 128)
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        plan.run(buffer[:16].reshape(2, hidden), norm_weight, weight, positions, out=buffer[8:136].reshape(2, 8, 8))
+    zeros = np.zeros(128, np.int32)  # read as positions: 0, in range
+    with pytest.raises(arbiter.InvalidArgumentError, match="overlap"):
+        plan.run(x, norm_weight, weight, zeros[:2], out=zeros.view(np.float32).reshape(2, 8, 8))
+    read_only = f32(2, 8, 8)
+    read_only.flags.writeable = False
+    with pytest.raises(arbiter.InvalidArgumentError, match="read-only"):
+        plan.run(x, norm_weight, weight, positions, out=read_only)
+    with pytest.raises(arbiter.InvalidArgumentError, match="qkv plan, run with mlp"):
+        plan._p.mlp(x, norm_weight, weight, None, f32(8, 8), f32(2, 8), 0, 0)
+    for t in (x, norm_weight, weight, buffer):
+        assert np.all(t == 1)
+    assert np.all(zeros == 0) and np.all(positions == 0)
 
 
 def swiglu_close(y, gate, up, dtype):
@@ -441,6 +535,20 @@ def test_creation_refuses_what_the_call_refuses(ctx):
          lambda c: c.plan_mlp(f32(2, 16), f32(16), f32(9, 16), down=f32(16, 4))),
         (lambda c: c.mlp(f32(2, 16), f32(16), f32(8, 16), f32(8, 16), f32(16, 8), eps=-1.0),
          lambda c: c.plan_mlp(f32(2, 16), f32(16), f32(8, 16), f32(8, 16), f32(16, 8), eps=-1.0)),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(60, 8), np.zeros(2, np.int32), 4, 2),  # rows: not 8 heads
+         lambda c: c.plan_qkv(f32(2, 8), f32(8), f32(60, 8), np.zeros(2, np.int32), 4, 2)),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(24, 8), np.zeros(2, np.int32), 4, 2),  # head_dim 3: odd
+         lambda c: c.plan_qkv(f32(2, 8), f32(8), f32(24, 8), np.zeros(2, np.int32), 4, 2)),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int64), 4, 2),
+         lambda c: c.plan_qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int64), 4, 2)),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(3, np.int32), 4, 2),
+         lambda c: c.plan_qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(3, np.int32), 4, 2)),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int32), 4, 2, theta=0.5),
+         lambda c: c.plan_qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int32), 4, 2, theta=0.5)),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int32), 4, 2, layout="both"),
+         lambda c: c.plan_qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int32), 4, 2, layout="both")),
+        (lambda c: c.qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int32), 4, 2, eps=-1.0),
+         lambda c: c.plan_qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int32), 4, 2, eps=-1.0)),
     ]
     for call, plan in cases:
         with pytest.raises(arbiter.Error) as by_call:
@@ -596,7 +704,8 @@ def test_run_after_context_close_is_refused():
     plans = [context.plan_softmax(f32(2, 8)), context.plan_gemm(f32(2, 2), f32(2, 2)),
              context.plan_rmsnorm(f32(2, 8), f32(8)), context.plan_swiglu(f32(2, 16)),
              context.plan_rope(f32(2, 1, 8), np.zeros(2, np.int32)),
-             context.plan_mlp(f32(2, 8), f32(8), f32(8, 8), down=f32(8, 4))]
+             context.plan_mlp(f32(2, 8), f32(8), f32(8, 8), down=f32(8, 4)),
+             context.plan_qkv(f32(2, 8), f32(8), f32(64, 8), np.zeros(2, np.int32), 4, 2)]
     context.close()
     for plan in plans:
         with pytest.raises(arbiter.InvalidArgumentError, match="context is closed"):
