@@ -151,8 +151,10 @@ __device__ __forceinline__ void chunk_down(const MlpArgs& a, int64_t j0, int len
   }
 }
 
+// Two blocks an SM: the element path needs about 120 registers, and ptxas, left to itself,
+// held it to 80 and spilled.
 template <typename T, bool kVector>
-__global__ void __launch_bounds__(kThreads) mlp_persistent(MlpArgs a) {
+__global__ void __launch_bounds__(kThreads, 2) mlp_persistent(MlpArgs a) {
   __shared__ float scale[kMlpMaxRows];
   __shared__ float h[kMlpMaxRows][kMaxChunk];
   __shared__ bool last;
@@ -205,7 +207,7 @@ template <typename T>
 cudaError_t launch_typed(const MlpArgs& a, cudaStream_t stream) {
   constexpr int kChunk = kChunkOf<T>;
   const int64_t chunks = (a.inter + kChunk - 1) / kChunk;
-  const int64_t resident = std::max<int64_t>(1, static_cast<int64_t>(a.sm_count) * 4);
+  const int64_t resident = std::max<int64_t>(1, static_cast<int64_t>(a.sm_count) * 2);  // __launch_bounds__'s two
   const dim3 grid(static_cast<unsigned>(std::min({chunks, resident, kMaxGridBlocks})));
   const bool vectors = vector_rows<T>(a.x, a.ld_x, a.hidden) && vector_rows<T>(a.weight, 0, a.hidden) &&
                        vector_rows<T>(a.gate, a.ld_gate, a.hidden) && vector_rows<T>(a.up, a.ld_up, a.hidden) &&
