@@ -24,6 +24,7 @@ REQUIRED = {
     "softmax_cluster": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "swiglu": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],
     "rope": [r"\bLDG\.E\.128", r"\bSTG\.E\.128"],       # its vector kernels (kVector true)
+    "qkv": [r"\bLDG\.E\.128"],                         # W, x and the norm weight (kVector true)
     "attention": [r"\bLDG\.E\.128"],                   # each key's row in 16-byte loads
     "attention_sm80": [r"\bHMMA\.16816", r"\bLDGSTS", r"\bLDSM\.16\.MT88"],  # mma.sync, cp.async, ldmatrix.trans
     "gemm_splitk": [r"\bLDG\.E\.128"],                  # the weights in 16-byte loads
@@ -35,6 +36,7 @@ EXEMPT = {
     "gemm_splitk": ["splitk_reduce_kernel"],
     "attention": ["attention_combine_kernel"],  # the chunks' partials: a float a thread
     "rope": [", false>("],  # rope_kernel<T, interleaved, false>: a pair at a time, for dims and strides vectors do not fit
+    "qkv": [", false>("],  # qkv_kernel<T, interleaved, false>: element by element, for rows that are not whole vectors
 }
 FORBIDDEN = [r"\bLDL\b", r"\bSTL\b"]  # local memory: spills or stack arrays
 # Kernels whose register count at launch is part of their design (setmaxnreg hands the

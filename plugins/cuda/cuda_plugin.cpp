@@ -10,6 +10,9 @@
 //                       down with the residual; a warp a weight row, n and h f32 in the workspace
 //   mlp_persistent      the same block in one launch: a persistent grid over chunks of the
 //                       intermediates, h in shared memory, down's partial sums added atomically
+//   qkv_fused           the attention block's input at decode sizes in one launch: rmsnorm, the
+//                       fused QKV projection (a warp a rope pair's two weight rows, n on the fly)
+//                       and rope on q and k in shared memory, y written once
 //   rope_vec16          rotary embedding in place: 16-byte vectors of pairs (a pair a thread where
 //                       the dim or alignment does not allow), each cos and sin reused over heads
 //   attention_splitkv   attention split over the keys (flash-decoding): chunks of 128-key tiles
@@ -206,6 +209,42 @@ arbiter::cuda::MlpArgs mlp_args(const arb_problem& p, const arb_operands* o, voi
   return a;
 }
 
+// The fused qkv kernel's limits: decode sizes, and vector indices that fit an int.
+bool qkv_supported(const arb_problem& p, Why& why) {
+  if (!device_limits(p, why)) return false;
+  if (p.rows > arbiter::cuda::qkv_max_rows())
+    return why.no("rows above %lld (decode sizes; the chain's GEMM serves more)",
+                  static_cast<long long>(arbiter::cuda::qkv_max_rows()));
+  if (p.cols > 0x7fffffff) return why.no("hidden above 2^31 - 1");
+  return true;
+}
+
+// The qkv launcher's arguments from a call.
+arbiter::cuda::QkvArgs qkv_args(const Launch& l) {
+  const arb_problem& p = l.problem;
+  const arb_operands& o = l.operands;
+  arbiter::cuda::QkvArgs a;
+  a.x = o.x;
+  a.weight = o.weight;
+  a.w = o.b;
+  a.positions = static_cast<const int32_t*>(o.positions);
+  a.y = o.y;
+  a.rows = p.rows;
+  a.hidden = p.cols;
+  a.heads = p.heads;
+  a.kv_heads = p.kv_heads;
+  a.head_dim = p.head_dim;
+  a.ld_x = p.ld_x;
+  a.ld_w = p.ld_w;
+  a.ld_y = p.ld_y;
+  a.eps = o.eps;
+  a.theta = p.rope_theta;
+  a.interleaved = p.rope_layout == ARB_ROPE_INTERLEAVED;
+  a.dtype = static_cast<Dtype>(p.dtype);
+  a.sm_count = device.sm_count;
+  return a;
+}
+
 bool decode_limits(const arb_problem& p, Why& why) {
   if (!common_limits(p, why)) return false;
   if (p.m > 16) return why.no("m above 16 (decode shapes)");
@@ -310,6 +349,13 @@ arbiter::plugin::Plugin make() {
                       check_cuda(arbiter::cuda::launch_mlp_persistent(mlp_args(l.problem, &l.operands, l.workspace),
                                                                       static_cast<cudaStream_t>(l.stream)),
                                  "mlp_persistent");
+                    }));
+  // Any hidden, even head_dim, strides and alignment: 16-byte vectors where the rows of x, W and
+  // the norm weight are whole vectors (the launcher looks), element by element elsewhere.
+  plugin.kernel(arbiter::plugin::Kernel("qkv_fused", ARB_OP_QKV, kDLCUDA)
+                    .supports(qkv_supported)
+                    .launch([](const Launch& l) {
+                      check_cuda(arbiter::cuda::launch_qkv(qkv_args(l), static_cast<cudaStream_t>(l.stream)), "qkv_fused");
                     }));
   plugin.kernel(arbiter::plugin::Kernel("rope_vec16", ARB_OP_ROPE, kDLCUDA)
                     .supports([](const arb_problem& p, Why& why) {

@@ -93,6 +93,24 @@ struct MlpArgs {
   void* workspace = nullptr;
 };
 
+// qkv, the attention block's input: n = rmsnorm(x) * weight, y = n W^T with W the fused QKV
+// projection [(heads + 2 kv_heads) head_dim, hidden] (torch.nn.Linear's layout), then rope on
+// y's first heads + kv_heads heads (q's and k's): each head's pairs, (i, i + head_dim/2) or
+// (2i, 2i + 1) when interleaved, turn by positions[row] * theta^(-2i / head_dim). x [rows,
+// hidden], y [rows, (heads + 2 kv_heads) head_dim] with the heads side by side; row strides
+// in elements.
+struct QkvArgs {
+  const void *x = nullptr, *weight = nullptr, *w = nullptr;
+  const int32_t* positions = nullptr;
+  void* y = nullptr;
+  int64_t rows = 0, hidden = 0, heads = 0, kv_heads = 0, head_dim = 0, ld_x = 0, ld_w = 0, ld_y = 0;
+  float eps = 1e-5f;
+  double theta = 10000;
+  int32_t interleaved = 0;
+  Dtype dtype = Dtype::bf16;
+  int sm_count = 0;  // of the device: how finely the heads are split over blocks
+};
+
 // The widest row the register-resident row kernels take: 8 16-byte vectors per thread of a
 // 512-thread block (f32: 16384 columns; f16/bf16: 32768).
 int64_t row_kernel_max_cols(Dtype dtype);
@@ -121,6 +139,13 @@ cudaError_t launch_mlp(const MlpArgs& args, cudaStream_t stream);
 // f32 accumulator in the workspace, which the last block to finish adds to x into y.
 size_t mlp_persistent_workspace_bytes(const MlpArgs& args);
 cudaError_t launch_mlp_persistent(const MlpArgs& args, cudaStream_t stream);
+
+// The attention block's input for decode sizes (rows up to qkv_max_rows()) in one launch, no
+// workspace: each block takes a group of pairs of one output head, computes their projections
+// for every token row (n formed on the fly, the rows' scales computed by each block) into
+// shared memory, turns q's and k's pairs there and writes y once.
+int64_t qkv_max_rows();
+cudaError_t launch_qkv(const QkvArgs& args, cudaStream_t stream);
 
 // Softmax with a cluster of 8 blocks per row (sm_90a), for rows up to 8 times wider.
 int64_t cluster_row_max_cols(Dtype dtype);

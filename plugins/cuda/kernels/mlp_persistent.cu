@@ -39,75 +39,21 @@ __device__ __forceinline__ float* accumulator(const MlpArgs& a) {
   return reinterpret_cast<float*>(static_cast<char*>(a.workspace) + kCounterBytes);
 }
 
-// out[i][r] += w_i . (x[r0 + r] * norm weight) over hidden, for kRowGroup rows from r0 (rows
-// past the last repeat it: computed, never used) and W weight rows; each lane's share, summed
-// by the caller, and without the rows' scales (the caller multiplies by them). kVector: rows of
-// x, the norm weight and the weight rows in whole 16-byte vectors, lane taking vectors lane,
-// lane + 32, ...; else one element at a time, lane-strided.
-template <typename T, int W, bool kVector>
-__device__ __forceinline__ void normed_dots(const MlpArgs& a, const T* const (&w)[W], int64_t r0,
-                                            float (&out)[W][kRowGroup]) {
-  const T* row[kRowGroup];
-#pragma unroll
-  for (int r = 0; r < kRowGroup; ++r) row[r] = static_cast<const T*>(a.x) + (r0 + r < a.rows ? r0 + r : a.rows - 1) * a.ld_x;
-  const T* norm_weight = static_cast<const T*>(a.weight);
-  const int lane = threadIdx.x % 32;
-  if constexpr (kVector) {
-    using V = Vec16<T>;
-    constexpr int kE = V::kElements;
-    for (int64_t v = lane; v < a.hidden / kE; v += 32) {
-      V wv[W], nw;
-#pragma unroll
-      for (int i = 0; i < W; ++i) wv[i].load(w[i], static_cast<int>(v));
-      nw.load(norm_weight, static_cast<int>(v));
-#pragma unroll
-      for (int r = 0; r < kRowGroup; ++r) {
-        V xv;
-        xv.load(row[r], static_cast<int>(v));
-#pragma unroll
-        for (int e = 0; e < kE; ++e) {
-          const float n = xv.get(e) * nw.get(e);
-#pragma unroll
-          for (int i = 0; i < W; ++i) out[i][r] += wv[i].get(e) * n;
-        }
-      }
-    }
-  } else {
-    for (int64_t c = lane; c < a.hidden; c += 32) {
-      float wv[W];
-#pragma unroll
-      for (int i = 0; i < W; ++i) wv[i] = to_float(__ldg(w[i] + c));
-      const float nw = to_float(__ldg(norm_weight + c));
-#pragma unroll
-      for (int r = 0; r < kRowGroup; ++r) {
-        const float n = to_float(__ldg(row[r] + c)) * nw;
-#pragma unroll
-        for (int i = 0; i < W; ++i) out[i][r] += wv[i] * n;
-      }
-    }
-  }
+// x and the norm weight, which n is formed from on the fly (mlp_common.cuh's normed_dots).
+template <typename T>
+__device__ __forceinline__ NormedRows<T> normed_rows(const MlpArgs& a) {
+  return {static_cast<const T*>(a.x), a.ld_x, a.rows, static_cast<const T*>(a.weight), a.hidden};
 }
 
 // Step 1 for the chunk of `length` intermediates from j0: h[r][jj] for every row r.
 template <typename T, bool kVector>
 __device__ __forceinline__ void chunk_activations(const MlpArgs& a, const float* scale, int64_t j0, int length,
                                                   float (*h)[kMaxChunk]) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int jj = warp; jj < length; jj += kWarps) {
+  const NormedRows<T> in = normed_rows<T>(a);
+  for (int jj = threadIdx.x / 32; jj < length; jj += kWarps) {
     const int64_t j = j0 + jj;
     const T* const w[2] = {static_cast<const T*>(a.gate) + j * a.ld_gate, static_cast<const T*>(a.up) + j * a.ld_up};
-    for (int64_t r0 = 0; r0 < a.rows; r0 += kRowGroup) {
-      float s[2][kRowGroup] = {};
-      normed_dots<T, 2, kVector>(a, w, r0, s);
-#pragma unroll
-      for (int r = 0; r < kRowGroup; ++r) {
-        const float g = warp_sum(s[0][r]), u = warp_sum(s[1][r]);
-        if (lane == 0 && r0 + r < a.rows) {
-          const float sg = g * scale[r0 + r], su = u * scale[r0 + r];
-          h[r0 + r][jj] = sg / (1.0f + expf(-sg)) * su;
-        }
-      }
-    }
+    scaled_pair_dots<T, kVector>(in, w, scale, [&](int64_t r, float g, float u) { h[r][jj] = g / (1.0f + expf(-g)) * u; });
   }
 }
 
@@ -158,19 +104,9 @@ __global__ void __launch_bounds__(kThreads, 2) mlp_persistent(MlpArgs a) {
   __shared__ float scale[kMlpMaxRows];
   __shared__ float h[kMlpMaxRows][kMaxChunk];
   __shared__ bool last;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // The rows' RMS scales, a warp a row.
-  for (int64_t r = warp; r < a.rows; r += kWarps) {
-    const T* x = static_cast<const T*>(a.x) + r * a.ld_x;
-    float sum = 0.0f;
-    for (int64_t c = lane; c < a.hidden; c += 32) {
-      const float v = to_float(__ldg(x + c));
-      sum += v * v;
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) scale[r] = rsqrtf(sum / static_cast<float>(a.hidden) + a.eps);
-  }
+  row_scales<T, kWarps>(normed_rows<T>(a), a.eps, scale);
   __syncthreads();
 
   constexpr int kChunk = kChunkOf<T>;

@@ -8,15 +8,12 @@
 // and reused over the group (the launcher gives a thread up to 8 heads as long as the grid
 // still fills the GPU with a wave of threads: prefill; decode keeps a head a thread).
 //
-// Angles: the gate allows about 8 f32 ulps of error in each angle, and positions reach 2^24,
-// where an angle in f32 radians keeps no fraction of a turn. So the angle is formed in double,
-// in turns, position * 2^(i * step) / 2pi with step = -2 log2(theta) / dim, and its nearest
-// whole number of turns subtracted (exact); only the remainder, within half a turn, goes to
-// f32, to sincospif (full precision, no range reduction to do; not the __sinf intrinsics).
-// 2^(i * step) of the unit's first pair comes from exp2 in double, the next pairs' by
-// multiplying by 2^step (computed once on the host).
+// Angles: formed in double, in turns, as rope_common.cuh says. 2^(i * step) of the unit's first
+// pair comes from exp2 in double, the next pairs' by multiplying by 2^step (computed once on
+// the host).
 #include "common.cuh"
 #include "launch.cuh"
+#include "rope_common.cuh"
 
 #include <algorithm>
 #include <cmath>
@@ -27,7 +24,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int64_t kMaxBlocks = 65535;  // the grid strides past it
 constexpr int kMaxHeadsPerGroup = 8;
-constexpr double kInverseTwoPi = 0.15915494309189533577;
 
 // What the kernel reads: RopeArgs, resolved into the unit grid.
 struct RopeParams {
@@ -45,20 +41,12 @@ struct RopeParams {
 // cos and sin of kPairs consecutive pairs from `first` at `position`.
 template <int kPairs>
 __device__ __forceinline__ void angles(const RopeParams& p, int32_t position, int64_t first, float* c, float* s) {
-  double frequency = exp2(static_cast<double>(first) * p.step);
+  double frequency = pair_frequency(p.step, first);
 #pragma unroll
   for (int k = 0; k < kPairs; ++k) {
-    const double turns = static_cast<double>(position) * frequency * kInverseTwoPi;
-    sincospif(static_cast<float>(2.0 * (turns - rint(turns))), &s[k], &c[k]);
+    position_angle(position, frequency, c[k], s[k]);
     frequency *= p.ratio;
   }
-}
-
-// One pair (x1, x2) turned by the angle of cos c and sin s.
-__device__ __forceinline__ void turn(float& x1, float& x2, float c, float s) {
-  const float y1 = fmaf(x1, c, -x2 * s);
-  x2 = fmaf(x2, c, x1 * s);
-  x1 = y1;
 }
 
 template <typename T, bool kInterleaved, bool kVector>
@@ -138,7 +126,7 @@ cudaError_t launch_rope(const RopeArgs& args, cudaStream_t stream) {
   p.ld_token = args.ld_token;
   p.ld_head = args.ld_head;
   p.half = args.dim / 2;
-  p.step = -2.0 * std::log2(args.theta) / static_cast<double>(args.dim);
+  p.step = rope_step(args.theta, args.dim);
   p.ratio = std::exp2(p.step);
   // 16-byte vectors when x and every head start on 16 bytes and the units tile the head
   // (split-half: each half whole vectors; interleaved: the head).
