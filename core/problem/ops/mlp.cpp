@@ -141,14 +141,7 @@ class Mlp final : public Op {
   }
 
   arb_problem resized(const arb_problem& p, const Sizes& s) const override {
-    arb_problem r = p;
-    const size_t element = dtype_size(p.dtype);
-    r.rows = s.value[0];
-    r.cols = s.value[1];
-    r.inter = s.value[2];
-    for (const StrideField& stride : strides(r)) r.*stride.member = stride_with_alignment(stride.least, element, p.alignment);
-    r.alignment = stride_alignment(r);
-    return r;
+    return resized_with_least_strides(*this, p, s);
   }
 
   Sizes verification_sizes(const arb_problem& p) const override {
@@ -288,20 +281,7 @@ class Mlp final : public Op {
     auto linear = [&](Call& call, const void* a, int64_t k, const void* weight, int64_t ld_weight, int64_t n, void* d,
                       int64_t ldd) { start_linear_step(call, p, p.rows, a, k, k, weight, ld_weight, n, d, ldd); };
     int count = 0;
-    {
-      Call& call = steps[count++];
-      start_chain_step(call, rmsnorm_op(), p);
-      arb_problem& q = call.problem;
-      q.rows = p.rows;
-      q.cols = p.cols;
-      q.ld_x = p.ld_x;
-      q.ld_y = p.cols;
-      call.operands.x = o.x;
-      call.operands.weight = o.weight;
-      call.operands.y = normed;
-      call.operands.eps = o.eps;
-      finish_chain_step(call);
-    }
+    norm_step(steps[count++], p, o, normed);
     const bool one_weight = p.ld_up == p.ld_gate && static_cast<const char*>(o.up) ==
                                                         static_cast<const char*>(o.gate) + p.inter * p.ld_gate * element;
     if (one_weight) {

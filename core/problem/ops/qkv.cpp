@@ -117,16 +117,7 @@ class Qkv final : public Op {
   }
 
   arb_problem resized(const arb_problem& p, const Sizes& s) const override {
-    arb_problem r = p;
-    const size_t element = dtype_size(p.dtype);
-    r.rows = s.value[0];
-    r.cols = s.value[1];
-    r.heads = s.value[2];
-    r.kv_heads = s.value[3];
-    r.head_dim = s.value[4];
-    for (const StrideField& stride : strides(r)) r.*stride.member = stride_with_alignment(stride.least, element, p.alignment);
-    r.alignment = stride_alignment(r);
-    return r;
+    return resized_with_least_strides(*this, p, s);
   }
 
   // The reference costs rows * cols * (heads + 2 kv_heads) * dim multiply-adds a trial.
@@ -237,20 +228,7 @@ class Qkv final : public Op {
     const int64_t element = static_cast<int64_t>(dtype_size(p.dtype));
     void* normed = intermediates;
     int count = 0;
-    {
-      Call& call = steps[count++];
-      start_chain_step(call, rmsnorm_op(), p);
-      arb_problem& q = call.problem;
-      q.rows = p.rows;
-      q.cols = p.cols;
-      q.ld_x = p.ld_x;
-      q.ld_y = p.cols;
-      call.operands.x = o.x;
-      call.operands.weight = o.weight;
-      call.operands.y = normed;
-      call.operands.eps = o.eps;
-      finish_chain_step(call);
-    }
+    norm_step(steps[count++], p, o, normed);
     start_linear_step(steps[count], p, p.rows, normed, p.cols, p.cols, o.b, p.ld_w, projected_cols(p), o.y, p.ld_y);
     finish_chain_step(steps[count++]);
     // q's heads from y's first column, then k's.
