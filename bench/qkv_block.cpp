@@ -4,7 +4,8 @@
 //   1. kernel runtime per op: each of the chain's calls (rmsnorm, the projection gemm, rope on
 //      q's heads, rope on k's heads) made by itself, with the kernel dispatch chose for it;
 //   2. block time: arb_qkv run by chain.qkv (those calls, dispatched from inside) and by each
-//      fused kernel (cpu.qkv_fused), and each fused kernel's speedup over the chain;
+//      fused kernel (cpu.qkv_fused; cpu.qkv_bf16_avx512 where it runs), and each fused
+//      kernel's speedup over the chain;
 //   3. tuning time: the first chain call of a shape, which tunes each step's problem (the
 //      table's policy is tune-missing), and the tuning of the block itself (both candidates).
 // Method as bench/mlp_block.cpp: a table in a fresh folder, so every step is tuned in this run
@@ -14,7 +15,9 @@
 // outputs checked against each other. One thread.
 //
 //   arbiter_bench_qkv_block [--hidden=4096] [--heads=32] [--kvheads=8] [--dim=128] [--rows=1,4,16]
-//                           [--dtype=bf16] [--samples=15] [--fused=cpu.qkv_fused] [--log=error]
+//                           [--dtype=bf16] [--samples=15] [--fused=cpu.qkv_fused,cpu.qkv_bf16_avx512] [--log=error]
+// A fused kernel that does not take the problem (another dtype, a CPU without its ISA) is
+// listed as not run, with the library's reason.
 #include "block_bench.hpp"
 
 #include <arbiter/arbiter.h>
@@ -40,7 +43,7 @@ struct Options : CommonOptions {
 
 Options parse(int argc, char** argv) {
   Options o;
-  o.fused = {"cpu.qkv_fused"};
+  o.fused = {"cpu.qkv_fused", "cpu.qkv_bf16_avx512"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&](const char* key) { return a.rfind(key, 0) == 0 ? a.substr(std::strlen(key)) : std::string(); };

@@ -264,7 +264,8 @@ TEST_CASE("the gate rejects the qkv cheaters for accuracy, and passes the honest
                              "qkv f16 rows=5 hidden=64 heads=3 kvheads=1 dim=6 layout=interleaved",
                              "qkv bf16 rows=16 hidden=128 heads=4 kvheads=4 dim=64"}) {
     CAPTURE(honest);
-    for (const char* kernel : {"chain.qkv", "reference.qkv", "qkv_cheats.chain_rounded", "cpu.qkv_fused"}) {
+    for (const char* kernel : {"chain.qkv", "reference.qkv", "qkv_cheats.chain_rounded", "cpu.qkv_fused",
+                               "cpu.qkv_bf16_avx512"}) {
       CAPTURE(kernel);
       const KernelRecord* record = context->registry().find(kernel);
       if (record == nullptr) continue;  // a fused kernel this build does not have

@@ -174,6 +174,16 @@ ARBITER_PLUGIN(
                     .supports(mlp_fused_shape)
                     .workspace([](const arb_problem& p) { return arbiter::cpu::mlp_fused_workspace(p); })
                     .launch([](const Launch& l) { arbiter::cpu::mlp_fused(l.problem, l.operands, l.workspace); }))
+        .kernel(arbiter::plugin::Kernel("qkv_bf16_avx512", ARB_OP_QKV)
+                    .priority(1)  // preferred where the CPU has it
+                    .supports([](const arb_problem& p, Why& why) {
+                      if (!qkv_fused_shape(p, why)) return false;
+                      if (p.dtype != ARB_DTYPE_BF16) return why.no("bf16 only");
+                      if (!cpu_has_avx512_bf16()) return why.no("this CPU lacks AVX512-BF16 (or AVX-512F, VL, BW)");
+                      return true;
+                    })
+                    .workspace([](const arb_problem& p) { return arbiter::cpu::qkv_avx512_bf16_workspace(p); })
+                    .launch([](const Launch& l) { arbiter::cpu::qkv_avx512_bf16(l.problem, l.operands, l.workspace); }))
         .kernel(arbiter::plugin::Kernel("qkv_fused", ARB_OP_QKV)
                     .supports(qkv_fused_shape)
                     .workspace([](const arb_problem& p) { return arbiter::cpu::qkv_fused_workspace(p); })

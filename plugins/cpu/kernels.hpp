@@ -49,6 +49,12 @@ void mlp_avx512_bf16(const arb_problem& problem, const arb_operands& operands, v
 constexpr int64_t kQkvFusedMaxRows = 64;
 size_t qkv_fused_workspace(const arb_problem& problem);
 void qkv_fused(const arb_problem& problem, const arb_operands& operands, void* workspace);
+// The same for bf16 with AVX512-BF16 (and AVX-512F, VL, BW): the projection as vdpbf16ps on the
+// weight as it lies, n rounded to bf16 (as the chain rounds it), the projections turned in f32
+// and y rounded once; rows up to kQkvFusedMaxRows; the workspace holds n and the projections
+// (the size below).
+size_t qkv_avx512_bf16_workspace(const arb_problem& problem);
+void qkv_avx512_bf16(const arb_problem& problem, const arb_operands& operands, void* workspace);
 void swiglu_avx512(const arb_problem& problem, const arb_operands& operands);  // AVX-512F, VL, BW
 void swiglu_avx512_bf16(const arb_problem& problem, const arb_operands& operands);  // bf16 only; also AVX512-BF16
 

@@ -1,15 +1,14 @@
 // The steps the fused CPU kernels for decode sizes share (mlp.cpp, qkv.cpp), AVX2 + FMA +
 // F16C: the rows' normalised activations n = rmsnorm(x) * weight in f32, and projections of
-// rows of f32 activations by weight rows as they lie in the dtype (y_j = w_j . a), each weight
-// row read once per chunk of kWeightChunk rows, which stays in L2 while every block of
-// kRowBlock token rows passes over it: at decode the weights are nearly all the memory traffic,
-// and they are read once.
+// rows of f32 activations by weight rows as they lie in the dtype (y_j = w_j . a), in
+// weight_chunks.hpp's order: each weight row read from memory once.
 //
 // Internal linkage only (an unnamed namespace): the files that include it may be built for
 // different ISAs, and the linker must never swap one's copy for another's.
 #pragma once
 
 #include "simd_avx2.hpp"
+#include "weight_chunks.hpp"
 
 #include <arbiter/plugin.h>
 
@@ -20,9 +19,6 @@
 
 namespace arbiter::cpu {
 namespace {
-
-constexpr int64_t kRowBlock = 4;      // token rows sharing each weight load
-constexpr int64_t kWeightChunk = 16;  // weight rows kept in L2 across the row blocks
 
 // f(std::integral_constant<int32_t, Dtype>{}) for the kernel's dtype, f32, f16 or bf16; nothing
 // for another (supports() refused it).
@@ -117,25 +113,6 @@ void project_block(const float* a, int64_t lda, int64_t k, const typename Lanes<
   int64_t j = j0;
   for (; j + D <= j1; j += D) project<Dtype, R, D>(a, lda, k, w, ldw, row, j, emit);
   for (; j < j1; ++j) project<Dtype, R, 1>(a, lda, k, w, ldw, row, j, emit);
-}
-
-// Weight rows [0, count) a chunk of kWeightChunk at a time, and over each chunk every block of
-// token rows (kRowBlock, then the remainder): step(block, row, j0, j1), where block is a
-// std::integral_constant<int, R> of the block's R rows from `row`.
-template <typename Step>
-void over_weight_chunks(int64_t rows, int64_t count, Step&& step) {
-  static_assert(kRowBlock == 4, "the remainders below are those of four rows");
-  for (int64_t j0 = 0; j0 < count; j0 += kWeightChunk) {
-    const int64_t j1 = std::min(j0 + kWeightChunk, count);
-    int64_t r = 0;
-    for (; r + kRowBlock <= rows; r += kRowBlock) step(std::integral_constant<int, kRowBlock>{}, r, j0, j1);
-    switch (rows - r) {
-      case 3: step(std::integral_constant<int, 3>{}, r, j0, j1); break;
-      case 2: step(std::integral_constant<int, 2>{}, r, j0, j1); break;
-      case 1: step(std::integral_constant<int, 1>{}, r, j0, j1); break;
-      default: break;
-    }
-  }
 }
 
 // rows of activations a (f32, row stride lda, k long) projected by count weight rows (w, row
