@@ -112,7 +112,8 @@ void Context::record_in_file(const std::string& path, const TableEntry& entry) {
 void Context::run_attended(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
                            void* stream) {
   if (check_due(selection)) return run_checked(selection, problem, operands, stream);
-  launch(selection, problem, operands, stream);
+  kernel_launch(*selection.kernel, problem, operands, workspace(problem, selection.workspace_bytes, stream),
+                selection.workspace_bytes, stream);
 }
 
 void Context::run_checked(const Selection& selection, const arb_problem& problem, const arb_operands& operands,

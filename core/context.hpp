@@ -60,12 +60,12 @@ class Context {
                               void* stream) {
     run_selection(dispatcher_.select(problem, words), problem, operands, stream);
   }
-  // The same for a problem held as its words (the calls' fast path) when the selection cache
-  // has it, launched with the cache's copy of the problem (the same bytes); false on a miss,
-  // with nothing done (the caller then runs the call in full, which selects).
-  ARBITER_HOT_INLINE bool run_cached(const uint64_t (&word)[kProblemWords], ProblemWords words,
-                                     const arb_operands& operands, void* stream) {
-    const auto hit = dispatcher_.find(word, words);
+  // The same for a problem held as its call key (the calls' fast path; `words`, its op's
+  // call_key_words) when the selection cache has it, launched with the cache's copy of the
+  // problem; false on a miss, with nothing done (the caller then runs the call in full, which
+  // selects).
+  ARBITER_HOT_INLINE bool run_cached(const CallKey& key, size_t words, const arb_operands& operands, void* stream) {
+    const auto hit = dispatcher_.find(key, words);
     if (hit.value == nullptr) [[unlikely]]
       return false;
     run_selection(*hit.value, *hit.key, operands, stream);
@@ -76,15 +76,13 @@ class Context {
                                        const arb_operands& operands, void* stream) {
     if (selection.attention.load(std::memory_order_acquire) != 0) [[unlikely]]
       return run_attended(selection, problem, operands, stream);
-    launch(selection, problem, operands, stream);
+    launch_plain(selection, problem, operands, stream);
   }
-  // The launch alone, for a selection whose attention is 0 (the caller tested it).
-  ARBITER_HOT_INLINE void launch(const Selection& selection, const arb_problem& problem, const arb_operands& operands,
-                                 void* stream) {
-    void* space = nullptr;  // most kernels take none: the test falls through to the launch
-    if (selection.workspace_bytes != 0) [[unlikely]]
-      space = workspace(problem, selection.workspace_bytes, stream);
-    kernel_launch(*selection.kernel, problem, operands, space, selection.workspace_bytes, stream);
+  // The launch alone, for a selection whose attention is 0 (the caller tested it): so its
+  // kernel takes no workspace (Selection::kWorkspace).
+  ARBITER_HOT_INLINE void launch_plain(const Selection& selection, const arb_problem& problem,
+                                       const arb_operands& operands, void* stream) {
+    kernel_launch(*selection.kernel, problem, operands, nullptr, 0, stream);
   }
   // The shadow checks so far (verify.shadow_one_in).
   ShadowCheck::Counts shadow_counts() const { return shadow_.counts(); }
@@ -103,8 +101,9 @@ class Context {
 
  private:
   void write_entry(const TableEntry& entry);  // the file only
-  // A selection with attention (first calls checked, shadow checks sampled, forgotten): out of
-  // line, so that the plain launch stays small. Checked when due, launched otherwise.
+  // A selection with attention (first calls checked, shadow checks sampled, forgotten, a
+  // workspace): out of line, so that the plain launch stays small. Checked when due, launched
+  // with its workspace otherwise.
   [[gnu::noinline]] void run_attended(const Selection& selection, const arb_problem& problem,
                                       const arb_operands& operands, void* stream);
   bool check_due(const Selection& selection) noexcept {

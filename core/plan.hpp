@@ -48,7 +48,7 @@ class Plan {
     const Selection& chosen = *selection_.load(std::memory_order_acquire);
     if (chosen.attention.load(std::memory_order_acquire) != 0) [[unlikely]]
       return run_attended(operands, stream);
-    context_.launch(chosen, problem_, operands, stream);
+    context_.launch_plain(chosen, problem_, operands, stream);
   }
 
   const arb_problem& problem() const { return problem_; }

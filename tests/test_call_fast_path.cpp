@@ -4,9 +4,10 @@
 // build_call refuses, the fast path refuses, so the detailed checks give every message.
 // The common cases must take the fast path. Arguments are drawn from a fixed seed over good
 // and bad values of every field. Every problem either path builds is zero outside its op's
-// words (Op::problem_words(), what the selection cache hashes and compares), and the op's words
-// are those the fast path names (fast_problem_words).
+// words (Op::problem_words()), and the fast path's call key is the one the selection cache
+// packs from the problem (call_key.hpp).
 #include "common/failure.hpp"
+#include "dispatch/dispatcher.hpp"
 #include "problem/ops/call_fast_path.hpp"
 #include "problem/ops/ops.hpp"
 
@@ -37,7 +38,9 @@ Paths both_paths(const Op& op, const Args& args) {
   Paths paths;
   Call fast, detailed;
   std::memset(&fast, 0xA5, sizeof fast);  // every byte must be written
-  paths.fast = build_call_fast(&args, fast);
+  CallKey key;
+  std::memset(&key, 0xA5, sizeof key);
+  paths.fast = build_call_fast(&args, fast, key);
   try {
     op.build_call(&args, detailed);
     paths.detailed = true;
@@ -45,10 +48,16 @@ Paths both_paths(const Op& op, const Args& args) {
   } catch (const Failure& e) {
     paths.error = e.what();
   }
-  if (paths.fast)
-    paths.within = paths.within && fast_problem_words(&args) == op.problem_words() &&
-                   problem_within(fast.problem, fast_problem_words(&args)) &&
-                   problem_hash(fast.problem, fast_problem_words(&args)) == problem_hash(fast.problem);
+  if (paths.fast) {
+    // The key is the problem's, as the selection cache packs and hashes it, and zero past its
+    // op's words.
+    CallKey packed;
+    paths.within = paths.within && problem_within(fast.problem, op.problem_words()) &&
+                   pack_call_key(fast.problem, packed) && std::memcmp(&packed, &key, sizeof key) == 0 &&
+                   fast_key_words(&args) == call_key_words(op.code()) &&
+                   Dispatcher::hash(fast.problem, op.problem_words()) == call_key_hash(key);
+    for (size_t i = fast_key_words(&args); i < kCallKeyWords; ++i) paths.within = paths.within && key.word[i] == 0;
+  }
   paths.same = paths.fast && paths.detailed &&
                std::memcmp(&fast.problem, &detailed.problem, sizeof fast.problem) == 0 &&
                std::memcmp(&fast.operands, &detailed.operands, sizeof fast.operands) == 0;

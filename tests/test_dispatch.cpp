@@ -146,21 +146,22 @@ TEST_CASE("selection cache: many keys, growth, every key found again") {
   }
   CHECK(cache.find(parse_problem("gemm f32 m=1 n=1 k=4").problem, problem_hash(parse_problem("gemm f32 m=1 n=1 k=4").problem)) == nullptr);
 
-  // The same problems held as their words (the calls' fast path): the same value, and the
-  // cache's copy of the problem, which is the problem byte for byte.
-  const ProblemWords words = gemm_op().problem_words();
+  // The same problems held as their call keys (the calls' fast path), hashed as such: the same
+  // value, and the cache's copy of the problem, which is the problem byte for byte.
+  SelectionCache<int> keyed;
+  for (size_t i = 0; i < keys.size(); ++i)
+    keyed.insert(keys[i], Dispatcher::hash(keys[i], gemm_op().problem_words()), &values[i]);
+  const size_t words = call_key_words(ARB_OP_GEMM);
   for (int i = 0; i < 5000; i += 7) {
-    const arb_problem& key = keys[static_cast<size_t>(i)];
-    uint64_t word[kProblemWords];
-    std::memcpy(word, &key, sizeof word);
-    const uint64_t hash = problem_hash(word, words);
-    CHECK(hash == problem_hash(key));
-    const auto hit = cache.find(word, hash, words);
+    const arb_problem& problem = keys[static_cast<size_t>(i)];
+    CallKey key;
+    REQUIRE(pack_call_key(problem, key));
+    const auto hit = keyed.find(key, call_key_hash(key), words);
     REQUIRE(hit.value != nullptr);
     CHECK(*hit.value == i);
-    CHECK(std::memcmp(hit.key, &key, sizeof key) == 0);
-    word[4] += 1000;  // m: another problem
-    CHECK(cache.find(word, problem_hash(word, words), words).value == nullptr);
+    CHECK(std::memcmp(hit.key, &problem, sizeof problem) == 0);
+    key.word[2] += 1000;  // m: another problem
+    CHECK(keyed.find(key, call_key_hash(key), words).value == nullptr);
   }
 }
 

@@ -103,14 +103,14 @@ const arbiter::Op& op_of(const arb_qkv_args*) { return arbiter::qkv_op(); }
 // run_op too, which selects.
 template <typename Args>
 ARBITER_HOT_INLINE arb_status run_call(arb_context context, const Args* args, void* stream) {
-  arbiter::fast_path::Problem problem;  // apart from the operands, whose address the launch takes
+  arbiter::CallKey key;  // in registers, apart from the operands, whose address the launch takes
   arb_operands operands;
-  if (context == nullptr || !arbiter::build_call_fast(args, problem, operands) ||
-      (stream != nullptr && ARBITER_FAST_GET(problem, device_type) == kDLCPU)) [[unlikely]]
+  if (context == nullptr || !arbiter::build_call_fast(args, key, operands) ||
+      (stream != nullptr && static_cast<uint32_t>(key.word[0]) == kDLCPU)) [[unlikely]]  // device_type
     return run_op(context, op_of(args), args, stream);
   bool cached = true;
   const arb_status status = guarded([&] {
-    cached = context->impl.run_cached(problem.word, arbiter::fast_problem_words(args), operands, stream);
+    cached = context->impl.run_cached(key, arbiter::fast_key_words(args), operands, stream);
   });
   if (!cached) [[unlikely]]
     return run_op(context, op_of(args), args, stream);

@@ -35,7 +35,7 @@ struct Selection {
       : kernel(k),
         workspace_bytes(bytes),
         first_calls_left(checked_calls),
-        attention((checked_calls > 0 ? kFirstCalls : 0u) | (sampled ? kSampled : 0u)) {}
+        attention((checked_calls > 0 ? kFirstCalls : 0u) | (sampled ? kSampled : 0u) | (bytes != 0 ? kWorkspace : 0u)) {}
   const KernelRecord* kernel = nullptr;
   size_t workspace_bytes = 0;
   // How many of the next calls are still checked against the oracle (verify.first_calls_checked;
@@ -43,9 +43,10 @@ struct Selection {
   mutable std::atomic<int32_t> first_calls_left{0};
   // Why a call or a plan's run with this selection cannot simply launch, one test on the hot
   // path: first calls still checked (cleared once they are done), shadow checks sampled (the
-  // context's verify.shadow_one_in), or the dispatcher forgot its choices after this one was made
-  // (a plan then chooses again). 0: launch.
-  static constexpr uint32_t kFirstCalls = 1, kSampled = 2, kForgotten = 4;
+  // context's verify.shadow_one_in), the dispatcher forgot its choices after this one was made
+  // (a plan then chooses again), or the kernel takes a workspace (found for each launch, off
+  // the plain path). 0: launch, with no workspace.
+  static constexpr uint32_t kFirstCalls = 1, kSampled = 2, kForgotten = 4, kWorkspace = 8;
   mutable std::atomic<uint32_t> attention{0};
 };
 
@@ -82,14 +83,21 @@ class Dispatcher {
   // a constant where the caller built the problem (the calls' fast path), so that the hash and
   // the compare cover the op's words alone.
   const Selection& select(const arb_problem& problem, ProblemWords words) {
-    const uint64_t hash = problem_hash(problem, words);
+    const uint64_t hash = Dispatcher::hash(problem, words);
     if (const Selection* hit = cache_.find(problem, hash, words)) return *hit;
     return select_on_miss(problem, hash);
   }
-  // The cache alone, for a problem held as its words (the calls' fast path): the selection and
-  // the cache's copy of the problem, or nulls on a miss (the caller then calls select()).
-  SelectionCache<Selection>::Hit find(const uint64_t (&word)[kProblemWords], ProblemWords words) const noexcept {
-    return cache_.find(word, problem_hash(word, words), words);
+  // The cache alone, for a problem held as its call key (the calls' fast path), `words` its
+  // op's call_key_words: the selection and the cache's copy of the problem, or nulls on a miss
+  // (the caller then calls select()).
+  SelectionCache<Selection>::Hit find(const CallKey& key, size_t words) const noexcept {
+    return cache_.find(key, call_key_hash(key), words);
+  }
+  // The cache's hash of a problem: its call key's where it has one, so that the calls' fast
+  // path, which holds the key alone, finds the problems select() placed.
+  static uint64_t hash(const arb_problem& problem, ProblemWords words) noexcept {
+    CallKey key;
+    return pack_call_key(problem, key) ? call_key_hash(key) : problem_hash(problem, words);
   }
   // Any problem: its op's words looked up, and the problem checked to be zero outside them
   // (Failure(ARB_ERR_INVALID_ARGUMENT) otherwise).

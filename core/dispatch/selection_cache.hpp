@@ -5,6 +5,7 @@
 // so a reader still probing an old table stays safe.
 #pragma once
 
+#include "problem/call_key.hpp"
 #include "problem/problem.hpp"
 
 #include <atomic>
@@ -33,26 +34,28 @@ class SelectionCache {
     }
   }
 
-  // find() of a problem held as its words, answering the cache's copy of the problem too: on a
-  // hit it is the problem byte for byte (zero outside `words`, as the cache's are), and lives as
-  // long as the cache.
+  // find() of a problem held as its call key (the calls' fast path), comparing the key's first
+  // `words` words (call_key_words of its op), and answering the cache's copy of the problem
+  // too, which lives as long as the cache. The caller hashes the key as it hashes the problem
+  // it packs (Dispatcher::hash).
   struct Hit {
     const Value* value;
     const arb_problem* key;
   };
-  Hit find(const uint64_t (&word)[kProblemWords], uint64_t hash, ProblemWords words) const noexcept {
+  Hit find(const CallKey& key, uint64_t hash, size_t words) const noexcept {
     const Table* table = current_.load(std::memory_order_acquire);
     for (size_t i = table->home(hash);; i = (i + 1) & table->mask) {
       const Slot& slot = table->slots[i];
       const Value* value = slot.value.load(std::memory_order_acquire);
       if (value == nullptr) return {nullptr, nullptr};
-      // The words alone, which fail at once on most other problems (op, dtype, the sizes): on a
-      // hit, the hash's compare would be two instructions more.
-      if (same_problem(slot.key, word, words)) return {value, &slot.key};
+      // The key alone, which fails at once on most other problems (its tag: op, dtype, flags;
+      // then the sizes): on a hit, the hash's compare would be two instructions more.
+      if (same_call_key(slot.call_key, key, words)) return {value, &slot.key};
     }
   }
 
-  // Caller holds the writers' lock and has checked that key is absent.
+  // Caller holds the writers' lock and has checked that key is absent. The key must be zero
+  // outside its op's words (pack_call_key's premise).
   void insert(const arb_problem& key, uint64_t hash, const Value* value) {
     Table* table = current_.load(std::memory_order_relaxed);
     if ((table->used + 1) * 2 > table->mask + 1) {  // keep the load factor under 1/2
@@ -78,6 +81,7 @@ class SelectionCache {
   struct Slot {
     std::atomic<const Value*> value{nullptr};
     uint64_t hash = 0;
+    CallKey call_key = kNoCallKey;  // the problem packed; kNoCallKey where it has no key
     arb_problem key{};
   };
   struct Table {
@@ -95,6 +99,7 @@ class SelectionCache {
     size_t i = table.home(hash);
     while (table.slots[i].value.load(std::memory_order_relaxed) != nullptr) i = (i + 1) & table.mask;
     table.slots[i].hash = hash;
+    if (!pack_call_key(key, table.slots[i].call_key)) table.slots[i].call_key = kNoCallKey;
     table.slots[i].key = key;
     table.slots[i].value.store(value, std::memory_order_release);  // publish after the key
     ++table.used;

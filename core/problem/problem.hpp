@@ -81,10 +81,9 @@ inline bool same_problem(const arb_problem& a, const arb_problem& b, ProblemWord
 
 // One independent multiply per word (a different odd constant for each position, so no
 // chain of dependent multiplies), then one multiply by 2^64 / golden ratio (Fibonacci hashing):
-// its top bits depend on every bit of the sum, and the selection cache takes its slot from them. A zero word adds nothing: the hash
-// over an op's words alone (words outside them zero) is this hash, and where the problem is
-// built in the same function its known zeros fold away. The constants fit an imul's 32-bit
-// immediate: one instruction per word, its load included.
+// its top bits depend on every bit of the sum, and the selection cache takes its slot from them.
+// A zero word adds nothing: the hash over an op's words alone (words outside them zero) is this
+// hash. The constants fit an imul's 32-bit immediate: one instruction per word, its load included.
 inline constexpr auto kProblemHashMultipliers = [] {
   std::array<uint64_t, kProblemWords> m{};
   uint64_t k = 0x9e3779b97f4a7c15ull;
@@ -104,33 +103,16 @@ inline constexpr ProblemWords kHashedProblemWords =
     problem_words(offsetof(arb_problem, q_len), offsetof(arb_problem, kv_heads) + sizeof(int64_t)) |
     problem_words(offsetof(arb_problem, inter), offsetof(arb_problem, inter) + sizeof(int64_t)) |
     problem_words(offsetof(arb_problem, head_dim), offsetof(arb_problem, head_dim) + sizeof(int64_t));
-// The hash of the words word_at(i) gives (problem_word(), or a problem's words as values).
-template <typename WordAt>
-inline uint64_t hash_of_words(WordAt word_at, ProblemWords words) noexcept {
+// The selection cache hashes a problem with a call key (call_key.hpp: the calls' fast path's
+// gemm, rmsnorm, softmax and swiglu) by that key, and any other problem by this.
+inline uint64_t problem_hash(const arb_problem& problem, ProblemWords words = kAllProblemWords) noexcept {
   words &= kHashedProblemWords;
   uint64_t h = 0;
 #pragma GCC unroll 64
   for (size_t i = 0; i < kProblemWords; ++i)
-    if ((words >> i & 1) != 0) h += word_at(i) * kProblemHashMultipliers[i];
+    if ((words >> i & 1) != 0) h += problem_word(problem, i) * kProblemHashMultipliers[i];
   return h * 0x9e3779b97f4a7c15ull;
 }
-inline uint64_t problem_hash(const arb_problem& problem, ProblemWords words = kAllProblemWords) noexcept {
-  return hash_of_words([&](size_t i) { return problem_word(problem, i); }, words);
-}
-// The same of a problem held as its words (the calls' fast path: values in registers).
-inline uint64_t problem_hash(const uint64_t (&word)[kProblemWords], ProblemWords words) noexcept {
-  return hash_of_words([&](size_t i) { return word[i]; }, words);
-}
-// same_problem() of a problem and one held as its words, one word at a time: a value in a
-// register against a load, a compare and a branch each (accumulating the differences costs a
-// third instruction a word).
-inline bool same_problem(const arb_problem& a, const uint64_t (&word)[kProblemWords], ProblemWords words) noexcept {
-#pragma GCC unroll 64
-  for (size_t i = 0; i < kProblemWords; ++i)
-    if ((words >> i & 1) != 0 && problem_word(a, i) != word[i]) return false;
-  return true;
-}
-
 // The largest power of two, at most 256, that divides every value (addresses, byte strides).
 // On the path of every call, hence inline.
 inline int32_t alignment_class(std::initializer_list<uint64_t> values) noexcept {

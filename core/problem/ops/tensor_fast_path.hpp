@@ -11,6 +11,7 @@
 #include <arbiter/plugin.h>
 
 #include "common/hot_path.hpp"
+#include "problem/call_key.hpp"
 #include "problem/op.hpp"
 #include "problem/problem.hpp"
 
@@ -18,61 +19,75 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__x86_64__) && defined(__SSE2__)
+#define ARBITER_HEADER_IN_SSE 1
+#include <emmintrin.h>
+#endif
+
 namespace arbiter::fast_path {
 
 // Sizes and row strides up to this many elements: no product of them (the span of an operand,
 // in bytes) can overflow an int64, so the fast path needs no overflow checks.
 inline constexpr uint64_t kSizeLimit = uint64_t(1) << 30;
 
-// A DLTensor's device, ndim and dtype lie in 16 consecutive bytes: read as two words, an
-// operand's are checked against the first operand's in one test.
+// A DLTensor's device, ndim and dtype lie in 16 consecutive bytes: an operand's are checked
+// against the first operand's in one test.
 struct Header {
   uint64_t device;      // DLDevice: type, id
   uint64_t ndim_dtype;  // ndim, then DLDataType: code, bits, lanes
 };
 static_assert(offsetof(DLTensor, ndim) == offsetof(DLTensor, device) + 8 &&
               offsetof(DLTensor, dtype) == offsetof(DLTensor, device) + 12 && sizeof(Header) == 16);
+inline const char* header_bytes(const DLTensor& t) { return reinterpret_cast<const char*>(&t) + offsetof(DLTensor, device); }
 inline Header header_of(const DLTensor& t) {
   Header h;
-  std::memcpy(&h, reinterpret_cast<const char*>(&t) + offsetof(DLTensor, device), sizeof h);
+  std::memcpy(&h, header_bytes(t), sizeof h);
   return h;
 }
 constexpr uint64_t ndim_dtype(uint32_t ndim, uint8_t code, uint8_t bits) {
-  return ndim | uint64_t{code} << 32 | uint64_t{bits} << 40 | uint64_t{1} << 48;  // lanes 1
+  return ndim | call_key::dlpack_dtype(code, bits);  // lanes 1
 }
 
-// What every operand of a call shares, taken from the first: its dtype and device.
+// What every operand of a call shares, taken from the first (a matrix): its header, that is
+// its device and dtype with ndim 2. On x86-64 the header is held in an SSE register, where it
+// costs the fast path none of the general registers its checks run short of (a gemm call
+// spilled 9 instructions' worth more with it in two of them).
 struct Kind {
-  uint64_t device;
-  uint64_t dtype;  // ndim_dtype() with ndim 0: add the operand's ndim
-  arb_dtype code;
+#ifdef ARBITER_HEADER_IN_SSE
+  __m128i matrix_header;
+  uint64_t device() const { return static_cast<uint64_t>(_mm_cvtsi128_si64(matrix_header)); }
+  uint64_t ndim_dtype() const {
+    return static_cast<uint64_t>(_mm_cvtsi128_si64(_mm_unpackhi_epi64(matrix_header, matrix_header)));
+  }
+#else
+  Header matrix_header;
+  uint64_t device() const { return matrix_header.device; }
+  uint64_t ndim_dtype() const { return matrix_header.ndim_dtype; }
+#endif
+  uint64_t dtype() const { return ndim_dtype() - 2; }  // ndim_dtype() with ndim 0: the call key's dtype bits
   int32_t element_shift;  // log2 of the element's bytes
-  int32_t device_type;
-  int32_t device_id;
 };
 
-// The first operand's kind, if it has `ndim` dimensions, a dtype arbiter runs and its device
-// is the CPU (device_id 0) or a CUDA device.
-inline bool first_kind(const DLTensor* t, uint32_t ndim, Kind& kind) {
+// The first operand's kind, if it is 2-D, of a dtype arbiter runs and on the CPU (device_id 0)
+// or a CUDA device.
+inline bool first_kind(const DLTensor* t, Kind& kind) {
   if (t == nullptr) return false;
   const Header h = header_of(*t);
-  kind.dtype = h.ndim_dtype - ndim;
-  if (kind.dtype == ndim_dtype(0, kDLFloat, 32)) [[likely]] {
-    kind.code = ARB_DTYPE_F32;
+  if (h.ndim_dtype == ndim_dtype(2, kDLFloat, 32)) [[likely]] {
     kind.element_shift = 2;
-  } else if (kind.dtype == ndim_dtype(0, kDLFloat, 16)) {
-    kind.code = ARB_DTYPE_F16;
-    kind.element_shift = 1;
-  } else if (kind.dtype == ndim_dtype(0, kDLBfloat, 16)) {
-    kind.code = ARB_DTYPE_BF16;
+  } else if (h.ndim_dtype == ndim_dtype(2, kDLFloat, 16) || h.ndim_dtype == ndim_dtype(2, kDLBfloat, 16)) {
     kind.element_shift = 1;
   } else {
     return false;  // another dtype, or another ndim
   }
-  kind.device = h.device;
-  kind.device_type = static_cast<int32_t>(h.device);
-  kind.device_id = static_cast<int32_t>(h.device >> 32);
-  return h.device == kDLCPU || (kind.device_type == kDLCUDA && kind.device_id >= 0);  // the CPU: device_id 0
+#ifdef ARBITER_HEADER_IN_SSE
+  kind.matrix_header = _mm_loadu_si128(reinterpret_cast<const __m128i*>(header_bytes(*t)));
+#else
+  kind.matrix_header = h;
+#endif
+  const auto device_type = static_cast<int32_t>(h.device);
+  const auto device_id = static_cast<int32_t>(h.device >> 32);
+  return h.device == kDLCPU || (device_type == kDLCUDA && device_id >= 0);  // the CPU: device_id 0
 }
 
 // An operand in memory: from `data` to `end`, just past its last element (the end kept rather
@@ -94,10 +109,17 @@ inline bool placed(const DLTensor& t, const Kind& kind, Span& s) {
   return !__builtin_add_overflow(data, bytes, &s.end);
 }
 
-// The tensor's device, ndim and dtype are those of the kind.
+// The tensor's device and dtype are those of the kind, and it has `ndim` dimensions (1 or 2).
 inline bool check_header(const DLTensor& t, uint32_t ndim, const Kind& kind) {
+#ifdef ARBITER_HEADER_IN_SSE
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(header_bytes(t)));
+  const __m128i expected =
+      ndim == 2 ? kind.matrix_header : _mm_sub_epi64(kind.matrix_header, _mm_set_epi64x(2 - ndim, 0));
+  return _mm_movemask_epi8(_mm_cmpeq_epi8(h, expected)) == 0xffff;
+#else
   const Header h = header_of(t);
-  return ((h.device ^ kind.device) | (h.ndim_dtype ^ (kind.dtype + ndim))) == 0;
+  return ((h.device ^ kind.device()) | (h.ndim_dtype ^ (kind.dtype() + ndim))) == 0;
+#endif
 }
 
 // A 2-D row-major matrix whose header is checked: the last dimension contiguous, rows and
@@ -122,7 +144,7 @@ inline bool matrix_body(const DLTensor& t, const Kind& kind, Span& m) {
 
 // The first operand, a matrix: its kind and span.
 inline bool first_matrix(const DLTensor* t, Kind& kind, Span& m) {
-  return first_kind(t, 2, kind) && matrix_body(*t, kind, m);
+  return first_kind(t, kind) && matrix_body(*t, kind, m);
 }
 
 // Any other matrix operand.
@@ -144,51 +166,17 @@ inline bool overlap(const Span& a, const Span& b) {
   return reinterpret_cast<uintptr_t>(a.data) < b.end && reinterpret_cast<uintptr_t>(b.data) < a.end;
 }
 
-// The problem a call builds, as the words the selection cache hashes and compares (problem.hpp,
-// problem_word): values the compiler keeps in registers, never stored. On a cache hit the call
-// launches with the cache's copy of the problem, which is this one byte for byte (the cache's
-// problems, like these, are zero outside their op's words); problem() writes it out.
-struct Problem {
-  uint64_t word[kProblemWords];
-  // A field, at its offset in arb_problem: SET(p, m, value).
-  template <size_t kOffset, typename T>
-  ARBITER_HOT_INLINE void set(T value) {
-    static_assert((sizeof(T) == 4 || sizeof(T) == 8) && kOffset % sizeof(T) == 0);
-    uint64_t& w = word[kOffset / sizeof(uint64_t)];
-    if constexpr (sizeof(T) == 8) {
-      w = static_cast<uint64_t>(value);
-    } else {
-      constexpr int kShift = kOffset % sizeof(uint64_t) * 8;
-      w = (w & ~(uint64_t{0xffffffff} << kShift)) | uint64_t{static_cast<uint32_t>(value)} << kShift;
-    }
-  }
-  template <size_t kOffset, typename T>
-  ARBITER_HOT_INLINE T get() const {
-    static_assert((sizeof(T) == 4 || sizeof(T) == 8) && kOffset % sizeof(T) == 0);
-    return static_cast<T>(word[kOffset / sizeof(uint64_t)] >> (kOffset % sizeof(uint64_t) * 8));
-  }
-  arb_problem problem() const {
-    arb_problem p;
-    std::memcpy(&p, word, sizeof p);
-    return p;
-  }
-};
-static_assert(sizeof(Problem) == sizeof(arb_problem));
-#define ARBITER_FAST_SET(p, field, value) \
-  (p).template set<offsetof(arb_problem, field), decltype(arb_problem::field)>(static_cast<decltype(arb_problem::field)>(value))
-#define ARBITER_FAST_GET(p, field) (p).template get<offsetof(arb_problem, field), decltype(arb_problem::field)>()
-
 // The problem's alignment class (call_alignment, tensor_views.hpp) from the OR of its operand
-// addresses and of its row strides; false when an address is not aligned for the dtype (the
-// class then falls below the element size).
-[[gnu::always_inline]] inline bool set_alignment(uint64_t addresses, uint64_t strides, const Kind& kind, Problem& p) {
+// addresses and of its row strides, into the key's tag; false when an address is not aligned
+// for the dtype (the class then falls below the element size).
+[[gnu::always_inline]] inline bool set_alignment(uint64_t addresses, uint64_t strides, const Kind& kind, CallKey& key) {
   const int32_t alignment = alignment_class({addresses, strides << kind.element_shift});
-  ARBITER_FAST_SET(p, alignment, alignment);
+  key.word[1] |= static_cast<uint64_t>(alignment) << call_key::kAlignmentShift;
   return (alignment >> kind.element_shift) != 0;  // alignment >= the element's bytes (both powers of two)
 }
 
-// The problem as the detailed path starts it (empty_problem, then the first operand's dtype
-// and device: every other word zero) and the operands zeroed. The operands field by field
+// The key started (the op, the first operand's dtype and device; every other word zero) and
+// the operands zeroed. The operands field by field
 // rather than a memset: GCC makes a memset of this size a `rep stos`, a loop that costs as many
 // instructions as it stores words, and these stores are mostly overwritten.
 inline void start_operands(arb_operands& o) {
@@ -202,16 +190,13 @@ inline void start_operands(arb_operands& o) {
   o.o = nullptr;
   o.down = nullptr;
 }
-inline void start_problem(arb_op op, const Kind& kind, Problem& p) {
-  p = Problem{};  // not a loop: GCC would make it a memset, which keeps the words in memory
-  ARBITER_FAST_SET(p, struct_size, sizeof(arb_problem));
-  ARBITER_FAST_SET(p, op, op);
-  ARBITER_FAST_SET(p, dtype, kind.code);
-  ARBITER_FAST_SET(p, device_type, kind.device_type);
-  ARBITER_FAST_SET(p, device_id, kind.device_id);
+inline void start_key(arb_op op, const Kind& kind, CallKey& key) {
+  key = CallKey{};  // not a loop: GCC would make it a memset, which keeps the words in memory
+  key.word[0] = kind.device();
+  key.word[1] = kind.dtype() | static_cast<uint64_t>(op);
 }
-inline void start_call(arb_op op, const Kind& kind, Problem& p, arb_operands& o) {
-  start_problem(op, kind, p);
+inline void start_call(arb_op op, const Kind& kind, CallKey& key, arb_operands& o) {
+  start_key(op, kind, key);
   start_operands(o);
 }
 
