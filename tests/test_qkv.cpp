@@ -73,6 +73,28 @@ struct Block {
   }
 };
 
+// arb_qkv's arguments on a block's tensors, y [rows, heads + 2 kv_heads, dim] filled with NaN.
+struct QkvCall {
+  explicit QkvCall(const Block& b)
+      : y(static_cast<size_t>(b.s.rows * b.s.out()), NAN),
+        x(const_cast<float*>(b.x.data()), {b.s.rows, b.s.hidden}),
+        norm(const_cast<float*>(b.norm.data()), {b.s.hidden}),
+        w(const_cast<float*>(b.w.data()), {b.s.out(), b.s.hidden}),
+        out(y.data(), {b.s.rows, b.s.heads + 2 * b.s.kv_heads, b.s.dim}),
+        positions(const_cast<int32_t*>(b.positions.data()), {b.s.rows}, DLDataType{kDLInt, 32, 1}) {
+    args.x = &x.t;
+    args.norm_weight = &norm.t;
+    args.weight = &w.t;
+    args.positions = &positions.t;
+    args.y = &out.t;
+    args.heads = b.s.heads;
+    args.kv_heads = b.s.kv_heads;
+  }
+  std::vector<float> y;
+  Tensor x, norm, w, out, positions;
+  arb_qkv_args args = ARB_QKV_ARGS_INIT;
+};
+
 }  // namespace
 
 TEST_CASE("qkv problems: keys round-trip, packed strides by default, errors name the field, cost") {
@@ -139,18 +161,9 @@ TEST_CASE("arb_qkv: the block's answer, q, k and v as views of y, and bad input 
   PublicContext pc;
   const Block b({2, 16, 4, 2, 8});
   const Shape& s = b.s;
-  std::vector<float> y(s.rows * s.out(), NAN);
-  Tensor tx(const_cast<float*>(b.x.data()), {s.rows, s.hidden}), tn(const_cast<float*>(b.norm.data()), {s.hidden}),
-      tw(const_cast<float*>(b.w.data()), {s.out(), s.hidden}), ty(y.data(), {s.rows, s.heads + 2 * s.kv_heads, s.dim}),
-      tp(const_cast<int32_t*>(b.positions.data()), {s.rows}, DLDataType{kDLInt, 32, 1});
-  arb_qkv_args a = ARB_QKV_ARGS_INIT;
-  a.x = &tx.t;
-  a.norm_weight = &tn.t;
-  a.weight = &tw.t;
-  a.positions = &tp.t;
-  a.y = &ty.t;
-  a.heads = s.heads;
-  a.kv_heads = s.kv_heads;
+  QkvCall call(b);
+  std::vector<float>& y = call.y;
+  const arb_qkv_args& a = call.args;
   REQUIRE_MESSAGE(arb_qkv(pc.ctx, &a, nullptr) == ARB_OK, arb_last_error());
   const auto expected = block_by_definition(s, b.x, b.norm, b.w, b.positions, a.theta, false, a.eps);
   for (size_t i = 0; i < y.size(); ++i) CHECK(y[i] == doctest::Approx(expected[i]).epsilon(1e-5).scale(1.0));
@@ -282,18 +295,11 @@ TEST_CASE("chain.qkv is the application's own chain of calls, bit for bit, and e
   const Shape& s = b.s;
   // Dispatch forced onto the chain; its steps (and the hand-made calls) go where dispatch sends them.
   PublicContext pc("[[dispatch.override]]\nop = \"qkv\"\nkernel = \"chain.qkv\"\n");
-  std::vector<float> y(s.rows * s.out(), NAN), expected(y.size(), NAN), normed(s.rows * s.hidden);
-  Tensor tx(const_cast<float*>(b.x.data()), {s.rows, s.hidden}), tn(const_cast<float*>(b.norm.data()), {s.hidden}),
-      tw(const_cast<float*>(b.w.data()), {s.out(), s.hidden}), ty(y.data(), {s.rows, s.heads + 2 * s.kv_heads, s.dim}),
-      tp(const_cast<int32_t*>(b.positions.data()), {s.rows}, DLDataType{kDLInt, 32, 1});
-  arb_qkv_args a = ARB_QKV_ARGS_INIT;
-  a.x = &tx.t;
-  a.norm_weight = &tn.t;
-  a.weight = &tw.t;
-  a.positions = &tp.t;
-  a.y = &ty.t;
-  a.heads = s.heads;
-  a.kv_heads = s.kv_heads;
+  QkvCall call(b);
+  const std::vector<float>& y = call.y;
+  std::vector<float> expected(y.size(), NAN), normed(s.rows * s.hidden);
+  Tensor &tx = call.x, &tn = call.norm, &tw = call.w, &tp = call.positions;
+  arb_qkv_args& a = call.args;
   a.layout = ARB_ROPE_INTERLEAVED;
   a.theta = 10000.0;
   REQUIRE_MESSAGE(arb_qkv(pc.ctx, &a, nullptr) == ARB_OK, arb_last_error());
