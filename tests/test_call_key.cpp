@@ -1,9 +1,9 @@
-// The call key (core/problem/call_key.hpp): lossless on its domain (unpacking a packed problem
+// The call key (core/problem/ops/call_key.hpp): lossless on its domain (unpacking a packed problem
 // gives the problem back, so distinct problems have distinct keys), refused outside it, and
 // zero past its op's words.
 #include "dispatch/dispatcher.hpp"
 #include "dispatch/selection_cache.hpp"
-#include "problem/call_key.hpp"
+#include "problem/ops/call_key.hpp"
 #include "problem/op_table.hpp"
 #include "problem/problem_text.hpp"
 

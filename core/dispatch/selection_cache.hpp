@@ -5,7 +5,7 @@
 // so a reader still probing an old table stays safe.
 #pragma once
 
-#include "problem/call_key.hpp"
+#include "problem/ops/call_key.hpp"
 #include "problem/problem.hpp"
 
 #include <atomic>

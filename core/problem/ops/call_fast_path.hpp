@@ -13,7 +13,7 @@
 // and bad arguments).
 #pragma once
 
-#include "problem/call_key.hpp"
+#include "problem/ops/call_key.hpp"
 #include "problem/ops/tensor_fast_path.hpp"
 #include "problem/ops/tensor_views.hpp"  // address()
 

@@ -11,7 +11,7 @@
 #include <arbiter/plugin.h>
 
 #include "common/hot_path.hpp"
-#include "problem/call_key.hpp"
+#include "problem/ops/call_key.hpp"
 #include "problem/op.hpp"
 #include "problem/problem.hpp"
 

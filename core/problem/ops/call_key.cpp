@@ -1,4 +1,4 @@
-#include "problem/call_key.hpp"
+#include "problem/ops/call_key.hpp"
 
 #include <dlpack/dlpack.h>
 
